@@ -1,0 +1,41 @@
+"""canonical-invocation-store: one trustworthy boundary for LLM-agent tool calls."""
+
+from .kernel import (
+    ERROR_MESSAGES,
+    CanonicalRecord,
+    Citation,
+    CitationKind,
+    ErrorCode,
+    EvidenceStatus,
+    ExclusionReason,
+    InvocationStatus,
+    Limits,
+    ObservedFact,
+    ProgressReport,
+    Projection,
+    RunContext,
+    RunState,
+    RunStatus,
+    ToolCallEnvelope,
+    ToolPolicy,
+)
+
+__all__ = [
+    "ERROR_MESSAGES",
+    "CanonicalRecord",
+    "Citation",
+    "CitationKind",
+    "ErrorCode",
+    "EvidenceStatus",
+    "ExclusionReason",
+    "InvocationStatus",
+    "Limits",
+    "ObservedFact",
+    "ProgressReport",
+    "Projection",
+    "RunContext",
+    "RunState",
+    "RunStatus",
+    "ToolCallEnvelope",
+    "ToolPolicy",
+]

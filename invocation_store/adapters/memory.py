@@ -1,0 +1,257 @@
+"""In-memory store: the embedded default (CIS-STORE-4).
+
+A dictionary per kind of data behind one lock. Every decision is the kernel's:
+``create`` runs :func:`~invocation_store.kernel.admit`, ``complete`` runs
+:func:`~invocation_store.kernel.decide_complete`, runs use the kernel's run
+functions. The store only keeps the results and honours expiry on every read
+(an expired record or run reads as absent and is dropped).
+
+Thread-safe (one ``threading.Lock``); usable from asyncio through
+:class:`AsyncMemoryStore`, whose methods never block on I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ..kernel import (
+    Admission,
+    AdmissionRequest,
+    CanonicalRecord,
+    CompareAndSet,
+    ErrorCode,
+    Limits,
+    RunState,
+    admit,
+    cancel_run,
+    close_run,
+    decide_complete,
+    open_run,
+    run_usage_after,
+)
+
+__all__ = ["AsyncMemoryStore", "MemoryStore", "wall_clock_ms"]
+
+
+def wall_clock_ms() -> int:
+    """The default clock: wall time in integer ms since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
+class MemoryStore:
+    """The in-memory :class:`~invocation_store.adapters.InvocationStore`.
+
+    ``clock`` returns integer ms (default: wall clock); tests inject a fake one.
+    """
+
+    def __init__(self, clock: Callable[[], int] | None = None) -> None:
+        self._clock = clock or wall_clock_ms
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunState] = {}
+        self._records: dict[tuple[str, str], CanonicalRecord] = {}
+        self._done: dict[str, list[str]] = {}
+        self._calls: dict[str, list[str]] = {}
+
+    def now_ms(self) -> int:
+        """The injected clock's current time in ms."""
+        return self._clock()
+
+    # -- internal reads, lock held -------------------------------------------------
+
+    def _run(self, run_id: str, now_ms: int) -> RunState | None:
+        run = self._runs.get(run_id)
+        if run is not None and now_ms >= run.expires_at_ms:
+            del self._runs[run_id]
+            self._done.pop(run_id, None)
+            self._calls.pop(run_id, None)
+            return None
+        return run
+
+    def _record(self, run_id: str, tool_call_id: str, now_ms: int) -> CanonicalRecord | None:
+        record = self._records.get((run_id, tool_call_id))
+        if record is not None and now_ms >= record.expires_at_ms:
+            del self._records[(run_id, tool_call_id)]
+            return None
+        return record
+
+    # -- runs ------------------------------------------------------------------------
+
+    def open_run(
+        self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
+    ) -> RunState | ErrorCode:
+        """Open an ACTIVE run (kernel ``open_run``); see the protocol."""
+        with self._lock:
+            now = self._clock()
+            result = open_run(
+                self._run(run_id, now),
+                run_id=run_id,
+                now_ms=now,
+                deadline_ms=deadline_ms,
+                ttl_ms=ttl_ms,
+                tool_call_budget=tool_call_budget,
+                byte_budget=byte_budget,
+            )
+            if isinstance(result, RunState):
+                self._runs[run_id] = result
+            return result
+
+    def _end(self, run_id: str, cancel: bool) -> RunState | ErrorCode:
+        with self._lock:
+            now = self._clock()
+            run = self._run(run_id, now)
+            result = cancel_run(run, now) if cancel else close_run(run, now)
+            if isinstance(result, RunState):
+                self._runs[run_id] = result
+            return result
+
+    def cancel_run(self, run_id: str) -> RunState | ErrorCode:
+        """ACTIVE -> CANCELLED (CIS-RUN-2)."""
+        return self._end(run_id, cancel=True)
+
+    def close_run(self, run_id: str) -> RunState | ErrorCode:
+        """ACTIVE -> CLOSED (CIS-RUN-2)."""
+        return self._end(run_id, cancel=False)
+
+    def get_run(self, run_id: str) -> RunState | None:
+        """The run's state, or None if unknown or expired."""
+        with self._lock:
+            return self._run(run_id, self._clock())
+
+    # -- records ---------------------------------------------------------------------
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        """Admit and create atomically under the lock (CIS-PRE-8)."""
+        with self._lock:
+            now = request.now_ms
+            run = self._run(request.run_id, now)
+            existing = self._record(request.run_id, request.tool_call_id, now)
+            result = admit(run, existing, request, limits)
+            if isinstance(result, Admission) and not result.replayed:
+                self._runs[request.run_id] = result.run
+                self._records[(request.run_id, request.tool_call_id)] = result.record
+                self._calls.setdefault(request.run_id, []).append(request.tool_call_id)
+            return result
+
+    def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
+        """Compare-and-set keeping the expiry (CIS-STORE-3)."""
+        with self._lock:
+            now = self._clock()
+            stored = self._record(before.run_id, before.tool_call_id, now)
+            decision = decide_complete(stored, before, after, now)
+            if isinstance(decision, ErrorCode):
+                return decision
+            if decision is CompareAndSet.REPLAY:
+                assert stored is not None
+                return stored
+            self._records[(after.run_id, after.tool_call_id)] = after
+            run = self._run(after.run_id, now)
+            if run is not None:
+                self._runs[after.run_id] = run_usage_after(run, before, after)
+            if after.terminal:
+                self._done.setdefault(after.run_id, []).append(after.tool_call_id)
+            return after
+
+    def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
+        """Read one record; expired reads as absent (CIS-TTL-4, CIS-TTL-5)."""
+        with self._lock:
+            return self._record(run_id, tool_call_id, self._clock())
+
+    def get_many(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, CanonicalRecord | None]:
+        """Read several records of one run (CIS-PROG-5)."""
+        with self._lock:
+            now = self._clock()
+            return {tcid: self._record(run_id, tcid, now) for tcid in tool_call_ids}
+
+    def completed(self, run_id: str) -> tuple[str, ...]:
+        """Ordered ids of completed calls (CIS-PROG-1)."""
+        with self._lock:
+            if self._run(run_id, self._clock()) is None:
+                return ()
+            return tuple(self._done.get(run_id, ()))
+
+    def calls(self, run_id: str) -> tuple[str, ...]:
+        """Ids of every record created in the run, in admission order."""
+        with self._lock:
+            if self._run(run_id, self._clock()) is None:
+                return ()
+            return tuple(self._calls.get(run_id, ()))
+
+    def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
+        """``expires_at_ms - now``; None if absent or expired."""
+        with self._lock:
+            now = self._clock()
+            record = self._record(run_id, tool_call_id, now)
+            return None if record is None else record.expires_at_ms - now
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class AsyncMemoryStore:
+    """asyncio face of a :class:`MemoryStore` (CIS-STORE-4); operations never block on I/O."""
+
+    def __init__(self, store: MemoryStore | None = None, clock: Callable[[], int] | None = None) -> None:
+        self.sync = store if store is not None else MemoryStore(clock)
+
+    def now_ms(self) -> int:
+        """The wrapped store's clock."""
+        return self.sync.now_ms()
+
+    async def open_run(
+        self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
+    ) -> RunState | ErrorCode:
+        """See :meth:`MemoryStore.open_run`."""
+        return self.sync.open_run(
+            run_id,
+            deadline_ms=deadline_ms,
+            ttl_ms=ttl_ms,
+            tool_call_budget=tool_call_budget,
+            byte_budget=byte_budget,
+        )
+
+    async def cancel_run(self, run_id: str) -> RunState | ErrorCode:
+        """See :meth:`MemoryStore.cancel_run`."""
+        return self.sync.cancel_run(run_id)
+
+    async def close_run(self, run_id: str) -> RunState | ErrorCode:
+        """See :meth:`MemoryStore.close_run`."""
+        return self.sync.close_run(run_id)
+
+    async def get_run(self, run_id: str) -> RunState | None:
+        """See :meth:`MemoryStore.get_run`."""
+        return self.sync.get_run(run_id)
+
+    async def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        """See :meth:`MemoryStore.create`."""
+        return self.sync.create(request, limits)
+
+    async def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
+        """See :meth:`MemoryStore.complete`."""
+        return self.sync.complete(before, after)
+
+    async def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
+        """See :meth:`MemoryStore.get`."""
+        return self.sync.get(run_id, tool_call_id)
+
+    async def get_many(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> Mapping[str, CanonicalRecord | None]:
+        """See :meth:`MemoryStore.get_many`."""
+        return self.sync.get_many(run_id, tool_call_ids)
+
+    async def completed(self, run_id: str) -> tuple[str, ...]:
+        """See :meth:`MemoryStore.completed`."""
+        return self.sync.completed(run_id)
+
+    async def calls(self, run_id: str) -> tuple[str, ...]:
+        """See :meth:`MemoryStore.calls`."""
+        return self.sync.calls(run_id)
+
+    async def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
+        """See :meth:`MemoryStore.ttl_remaining_ms`."""
+        return self.sync.ttl_remaining_ms(run_id, tool_call_id)
+
+    async def close(self) -> None:
+        """Nothing to release."""

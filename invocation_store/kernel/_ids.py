@@ -1,0 +1,83 @@
+"""Safe ids and the key factory (CIS-ID-1..6).
+
+Ids are never generated, normalised, trimmed or replaced: a safe id is used exactly
+as supplied, an unsafe one is rejected. Keys put the run id in a Redis Cluster hash
+tag so that all keys of one run map to one slot (CIS-KEY-2).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ._codes import ErrorCode
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "call_key",
+    "check_tool_call_id",
+    "done_key",
+    "is_safe_id",
+    "run_key",
+]
+
+#: Longest safe id, in characters (= bytes, ids being ASCII) (CIS-ID-1).
+MAX_ID_LENGTH = 128
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+
+
+def is_safe_id(value: object) -> bool:
+    """Return True if ``value`` is a str of 1-128 chars from ``A-Z a-z 0-9 _ - . :``.
+
+    Total: any object is accepted and answered (CIS-ID-1).
+    """
+    return isinstance(value, str) and _SAFE_ID.fullmatch(value) is not None
+
+
+def check_tool_call_id(value: object) -> ErrorCode | None:
+    """Classify a tool_call_id: ``None`` if safe, else its code (CIS-ID-2, CIS-ID-3).
+
+    Missing, ``None``, non-string, empty or all-whitespace -> MISSING_TOOL_CALL_ID;
+    any other string that is not a safe id (padding, control characters, non-ASCII,
+    ``{ } * ? [ ]``, over 128 characters) -> UNSAFE_TOOL_CALL_ID.
+    """
+    if not isinstance(value, str) or value.strip() == "":
+        return ErrorCode.MISSING_TOOL_CALL_ID
+    if _SAFE_ID.fullmatch(value) is None:
+        return ErrorCode.UNSAFE_TOOL_CALL_ID
+    return None
+
+
+def _check_key_parts(prefix: str, run_id: str) -> None:
+    if not is_safe_id(run_id):
+        raise ValueError("run_id is not a safe id")
+    if not prefix or "{" in prefix or "}" in prefix:
+        raise ValueError("key prefix must be non-empty and contain no '{' or '}'")
+
+
+def run_key(prefix: str, run_id: str) -> str:
+    """Key of a run's state: ``<prefix>:{<run_id>}:run`` (CIS-KEY-1, CIS-KEY-2).
+
+    Raises ``ValueError`` for an unsafe run id or a prefix containing braces.
+    """
+    _check_key_parts(prefix, run_id)
+    return f"{prefix}:{{{run_id}}}:run"
+
+
+def done_key(prefix: str, run_id: str) -> str:
+    """Key of a run's ordered completed-call list: ``<prefix>:{<run_id>}:done`` (CIS-PROG-1)."""
+    _check_key_parts(prefix, run_id)
+    return f"{prefix}:{{{run_id}}}:done"
+
+
+def call_key(prefix: str, run_id: str, tool_call_id: str) -> str:
+    """Key of one canonical record: ``<prefix>:{<run_id>}:call:<tool_call_id>``.
+
+    Injective for a fixed prefix (CIS-KEY-3): safe ids contain no ``{`` or ``}``, so
+    the run id ends at the first ``}`` and the tool_call_id is the rest after
+    ``:call:``. Raises ``ValueError`` for an unsafe id or prefix.
+    """
+    _check_key_parts(prefix, run_id)
+    if not is_safe_id(tool_call_id):
+        raise ValueError("tool_call_id is not a safe id")
+    return f"{prefix}:{{{run_id}}}:call:{tool_call_id}"

@@ -1,0 +1,122 @@
+"""Preflight: the fixed, documented order of checks before anything is written.
+
+Order (CIS-PRE-2), first failing check wins:
+
+1. MISSING_TOOL_CALL_ID / UNSAFE_TOOL_CALL_ID (CIS-ID-2, CIS-ID-3)
+2. RUN_MISMATCH: envelope run id != RunContext run id (CIS-PRE-3)
+3. INVALID_ARGUMENTS: not one I-JSON object (CIS-JSON-1..6)
+4. REQUEST_TOO_LARGE: arguments over the request byte limit (CIS-SIZE-2)
+5. UNAUTHORIZED: no policy for the tool, or ``authorized is not True`` (CIS-PRE-5)
+6. NOT_READ_ONLY: ``read_only is not True`` (CIS-PRE-6)
+7. RUN_INACTIVE, 8. RUN_DEADLINE_EXCEEDED (CIS-RUN-3, CIS-RUN-4)
+9. DUPLICATE_TOOL_CALL (CIS-ID-5)
+10. TOOL_BUDGET_EXHAUSTED, 11. RUN_BYTES_EXHAUSTED (CIS-RUN-5, CIS-RUN-6)
+
+Checks 1-6 need only the call (:func:`check_envelope`); 7-11 need the run state and
+the existing record and are decided by :func:`~._state.admit` atomically with
+creation, inside the store (CIS-PRE-8). :func:`preflight` runs all of them, for
+callers (the oracle, tests) that hold a snapshot.
+"""
+
+from __future__ import annotations
+
+from ._codes import ErrorCode
+from ._ids import check_tool_call_id
+from ._ijson import check_arguments
+from ._models import CanonicalRecord, Limits, RunContext, RunState, ToolCallEnvelope, ToolPolicy
+from ._sizes import utf8_len
+from ._state import AdmissionRequest, admit
+
+__all__ = ["PREFLIGHT_ORDER", "check_envelope", "preflight"]
+
+#: The preflight order as codes, earliest first (CIS-PRE-2). INVALID_ARGUMENTS is
+#: listed once although both rule sets (JSON and size) are checked in place.
+PREFLIGHT_ORDER: tuple[ErrorCode, ...] = (
+    ErrorCode.MISSING_TOOL_CALL_ID,
+    ErrorCode.UNSAFE_TOOL_CALL_ID,
+    ErrorCode.RUN_MISMATCH,
+    ErrorCode.INVALID_ARGUMENTS,
+    ErrorCode.REQUEST_TOO_LARGE,
+    ErrorCode.UNAUTHORIZED,
+    ErrorCode.NOT_READ_ONLY,
+    ErrorCode.RUN_INACTIVE,
+    ErrorCode.RUN_DEADLINE_EXCEEDED,
+    ErrorCode.DUPLICATE_TOOL_CALL,
+    ErrorCode.TOOL_BUDGET_EXHAUSTED,
+    ErrorCode.RUN_BYTES_EXHAUSTED,
+)
+
+
+def check_envelope(
+    context: RunContext,
+    envelope: ToolCallEnvelope,
+    policy: ToolPolicy | None,
+    limits: Limits,
+) -> ErrorCode | None:
+    """Run checks 1-6 of the preflight order; ``None`` if all pass.
+
+    Total over envelopes: any value in any envelope field (``None``, a non-string, a
+    10 MB string, 100,000 levels of nesting) gets a code, never an exception
+    (CIS-PRE-2). ``policy`` is the harness's declaration of the tool named by the
+    envelope; ``None`` (unknown tool) is UNAUTHORIZED.
+    """
+    code = check_tool_call_id(envelope.tool_call_id)
+    if code is not None:
+        return code
+    if not isinstance(envelope.run_id, str) or envelope.run_id != context.run_id:
+        return ErrorCode.RUN_MISMATCH
+    arguments = envelope.arguments
+    if check_arguments(arguments, limits.max_json_depth) is not None:
+        return ErrorCode.INVALID_ARGUMENTS
+    assert isinstance(arguments, str)  # check_arguments accepts only str
+    size = utf8_len(arguments)
+    if size is None or size > limits.request_bytes:
+        return ErrorCode.REQUEST_TOO_LARGE
+    if (
+        policy is None
+        or not isinstance(envelope.tool_name, str)
+        or policy.name != envelope.tool_name
+        or policy.authorized is not True
+    ):
+        return ErrorCode.UNAUTHORIZED
+    if policy.read_only is not True:
+        return ErrorCode.NOT_READ_ONLY
+    return None
+
+
+def preflight(
+    context: RunContext,
+    envelope: ToolCallEnvelope,
+    policy: ToolPolicy | None,
+    limits: Limits,
+    *,
+    run: RunState | None,
+    existing: CanonicalRecord | None,
+    now_ms: int,
+    invocation_token: str = "",
+) -> ErrorCode | None:
+    """Run the whole preflight order on a snapshot; ``None`` if the call is admitted.
+
+    ``run`` and ``existing`` are the run state and the record under the envelope's
+    key as a store would see them at ``now_ms``. Never raises on any envelope.
+    """
+    code = check_envelope(context, envelope, policy, limits)
+    if code is not None:
+        return code
+    assert isinstance(envelope.tool_call_id, str)
+    assert isinstance(envelope.arguments, str)
+    assert isinstance(envelope.tool_name, str)
+    result = admit(
+        run,
+        existing,
+        AdmissionRequest(
+            run_id=context.run_id,
+            tool_call_id=envelope.tool_call_id,
+            tool_name=envelope.tool_name,
+            request_json=envelope.arguments,
+            invocation_token=invocation_token,
+            now_ms=now_ms,
+        ),
+        limits,
+    )
+    return result if isinstance(result, ErrorCode) else None

@@ -1,0 +1,45 @@
+"""UTF-8 byte sizing (CIS-SIZE-1). Sizes are measured, never truncated."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._models import CanonicalRecord
+
+__all__ = ["record_bytes", "utf8_len"]
+
+
+def utf8_len(text: str) -> int | None:
+    """Return the UTF-8 byte length of ``text``, or ``None`` if it cannot be encoded.
+
+    A string holding a lone surrogate has no UTF-8 form; callers map ``None`` to
+    their code (INVALID_ARGUMENTS or SERIALIZATION_FAILED) rather than raise.
+    ASCII strings are measured without encoding.
+    """
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
+def _n(text: str | None) -> int:
+    if text is None:
+        return 0
+    size = utf8_len(text)
+    return 0 if size is None else size
+
+
+def record_bytes(record: CanonicalRecord) -> int:
+    """Bytes a record stores (CIS-SIZE-5): ids, tool name, request, raw, result, scope."""
+    return (
+        len(record.run_id)
+        + len(record.tool_call_id)
+        + _n(record.tool_name)
+        + _n(record.request_json)
+        + _n(record.raw_response)
+        + _n(record.agent_result)
+        + _n(record.scope)
+    )

@@ -1,0 +1,524 @@
+"""The lifecycle state machine: the only place where transition rules live.
+
+Theory of operation
+-------------------
+A canonical record moves ``absent -> PROJECTING -> READY | ERROR`` (CIS-LIFE-1).
+Inside PROJECTING the kernel tracks one more fact, whether the raw response has
+arrived, so the table distinguishes two *phases* of PROJECTING; the stored status is
+PROJECTING for both. :data:`TRANSITIONS` maps ``(phase, event type)`` to the phases
+the event may lead to; a pair that is not in the table is an illegal transition and
+becomes ``ErrorCode.INVALID_TRANSITION`` in exactly one place, :func:`transition`,
+which then leaves the record untouched (CIS-LIFE-2). ``spec/transitions.json`` is a
+copy of this table that a test keeps identical (CIS-SPEC-2).
+
+What lives here: events, the table, :func:`transition`, run admission
+(:func:`admit`) and run lifecycle (:func:`open_run`, :func:`cancel_run`,
+:func:`close_run`). What never does: I/O, clocks (``now_ms`` is an input), random
+numbers (the invocation token comes from the adapter), logging.
+
+Domain outcomes are values (a record or an :class:`ErrorCode`); exceptions are
+raised only for programming errors such as passing a non-event.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final, TypeAlias
+
+from attrs import evolve, frozen
+
+from ._codes import ErrorCode
+from ._ids import check_tool_call_id, is_safe_id
+from ._models import (
+    CanonicalRecord,
+    EvidenceStatus,
+    InvocationStatus,
+    Limits,
+    Projection,
+    RunState,
+    RunStatus,
+)
+from ._sizes import record_bytes, utf8_len
+
+__all__ = [
+    "FAILURE_CODES",
+    "RUN_TRANSITIONS",
+    "TRANSITIONS",
+    "Admission",
+    "AdmissionRequest",
+    "Begin",
+    "CompareAndSet",
+    "Event",
+    "Failed",
+    "Phase",
+    "ProjectionReceived",
+    "RawReceived",
+    "SweptStale",
+    "TransitionResult",
+    "admit",
+    "cancel_run",
+    "close_run",
+    "decide_complete",
+    "open_run",
+    "phase_of",
+    "run_usage_after",
+    "transition",
+]
+
+
+class Phase(enum.Enum):
+    """Where a record stands in the table (CIS-LIFE-1)."""
+
+    #: No record, or the record has expired (CIS-TTL-4).
+    ABSENT = "ABSENT"
+    #: PROJECTING, raw response not yet received.
+    AWAITING_RAW = "AWAITING_RAW"
+    #: PROJECTING, raw response held, projection not yet received.
+    AWAITING_PROJECTION = "AWAITING_PROJECTION"
+    #: Terminal READY.
+    READY = "READY"
+    #: Terminal ERROR.
+    ERROR = "ERROR"
+
+
+@frozen(kw_only=True)
+class Begin:
+    """Create the PROJECTING record (CIS-REC-4). Built by :func:`admit`.
+
+    ``sequence`` is the 1-based admission position; ``ttl_ms`` the run's record TTL;
+    ``now_ms`` the creation time. Expiry = ``now_ms + ttl_ms``, set once (CIS-TTL-1).
+    """
+
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    request_json: str
+    invocation_token: str
+    sequence: int
+    ttl_ms: int
+    now_ms: int
+
+
+@frozen(kw_only=True)
+class RawReceived:
+    """The executor returned ``raw_response`` (complete text) at ``now_ms`` (CIS-SIZE-3)."""
+
+    raw_response: str
+    now_ms: int
+
+
+@frozen(kw_only=True)
+class ProjectionReceived:
+    """The projector returned ``projection`` at ``now_ms`` (CIS-EVID-2..5)."""
+
+    projection: Projection
+    now_ms: int
+
+
+@frozen(kw_only=True)
+class Failed:
+    """The call failed with ``code`` (one of :data:`FAILURE_CODES`) at ``now_ms`` (CIS-FAIL-1)."""
+
+    code: ErrorCode
+    now_ms: int
+
+
+@frozen(kw_only=True)
+class SweptStale:
+    """A sweep at ``now_ms`` for records PROJECTING for ``older_than_ms`` or more (CIS-LIFE-7)."""
+
+    now_ms: int
+    older_than_ms: int
+
+
+Event: TypeAlias = Begin | RawReceived | ProjectionReceived | Failed | SweptStale
+TransitionResult: TypeAlias = CanonicalRecord | ErrorCode
+
+#: The lifecycle table: (phase, event type) -> phases the event may lead to (CIS-LIFE-1).
+TRANSITIONS: Final[dict[tuple[Phase, type[Event]], frozenset[Phase]]] = {
+    (Phase.ABSENT, Begin): frozenset({Phase.AWAITING_RAW}),
+    (Phase.AWAITING_RAW, RawReceived): frozenset({Phase.AWAITING_PROJECTION, Phase.ERROR}),
+    (Phase.AWAITING_RAW, Failed): frozenset({Phase.ERROR}),
+    (Phase.AWAITING_RAW, SweptStale): frozenset({Phase.ERROR}),
+    (Phase.AWAITING_PROJECTION, ProjectionReceived): frozenset({Phase.READY, Phase.ERROR}),
+    (Phase.AWAITING_PROJECTION, Failed): frozenset({Phase.ERROR}),
+    (Phase.AWAITING_PROJECTION, SweptStale): frozenset({Phase.ERROR}),
+}
+
+#: Run lifecycle table: (status, operation) -> next status (CIS-RUN-2).
+RUN_TRANSITIONS: Final[dict[tuple[RunStatus, str], RunStatus]] = {
+    (RunStatus.ACTIVE, "cancel"): RunStatus.CANCELLED,
+    (RunStatus.ACTIVE, "close"): RunStatus.CLOSED,
+}
+
+#: Codes a :class:`Failed` event may carry (CIS-FAIL-1).
+FAILURE_CODES: Final[frozenset[ErrorCode]] = frozenset(
+    {
+        ErrorCode.EXECUTION_FAILED,
+        ErrorCode.EXECUTION_TIMEOUT,
+        ErrorCode.SERIALIZATION_FAILED,
+        ErrorCode.PROJECTION_FAILED,
+        ErrorCode.PROJECTION_INVALID,
+        ErrorCode.RESULT_TOO_LARGE,
+        ErrorCode.STORE_UNAVAILABLE,
+    }
+)
+
+_EVENT_TYPES: Final = (Begin, RawReceived, ProjectionReceived, Failed, SweptStale)
+_VALID_EVIDENCE: Final = frozenset({EvidenceStatus.EVIDENCE_FOUND, EvidenceStatus.NO_EVIDENCE})
+
+
+def phase_of(record: CanonicalRecord | None, now_ms: int) -> Phase:
+    """Return the table phase of ``record`` at ``now_ms``; expired reads as ABSENT (CIS-TTL-4)."""
+    if record is None or now_ms >= record.expires_at_ms:
+        return Phase.ABSENT
+    if record.status is InvocationStatus.READY:
+        return Phase.READY
+    if record.status is InvocationStatus.ERROR:
+        return Phase.ERROR
+    return Phase.AWAITING_RAW if record.raw_response is None else Phase.AWAITING_PROJECTION
+
+
+def _error(record: CanonicalRecord, code: ErrorCode, now_ms: int, *, keep_raw: bool) -> CanonicalRecord:
+    return evolve(
+        record,
+        status=InvocationStatus.ERROR,
+        evidence_status=EvidenceStatus.ERROR,
+        error_code=code,
+        raw_response=record.raw_response if keep_raw else None,
+        agent_result=None,
+        scope=None,
+        updated_at_ms=now_ms,
+    )
+
+
+def _begin(event: Begin, limits: Limits) -> TransitionResult:
+    id_code = check_tool_call_id(event.tool_call_id)
+    if id_code is not None:
+        return id_code  # CIS-ID-6: no fallback id ever reaches a record
+    if not is_safe_id(event.run_id):
+        return ErrorCode.RUN_MISMATCH
+    record = CanonicalRecord(
+        run_id=event.run_id,
+        tool_call_id=event.tool_call_id,
+        tool_name=event.tool_name,
+        invocation_token=event.invocation_token,
+        sequence=event.sequence,
+        status=InvocationStatus.PROJECTING,
+        evidence_status=None,
+        error_code=None,
+        request_json=event.request_json,
+        raw_response=None,
+        agent_result=None,
+        scope=None,
+        created_at_ms=event.now_ms,
+        updated_at_ms=event.now_ms,
+        expires_at_ms=event.now_ms + event.ttl_ms,
+    )
+    if record_bytes(record) > limits.record_bytes:
+        return ErrorCode.REQUEST_TOO_LARGE  # CIS-SIZE-5
+    return record
+
+
+def _raw(record: CanonicalRecord, event: RawReceived, limits: Limits) -> CanonicalRecord:
+    raw = event.raw_response
+    if not isinstance(raw, str):
+        return _error(record, ErrorCode.SERIALIZATION_FAILED, event.now_ms, keep_raw=False)
+    size = utf8_len(raw)
+    if size is None:
+        return _error(record, ErrorCode.SERIALIZATION_FAILED, event.now_ms, keep_raw=False)
+    if size > limits.raw_bytes:
+        # CIS-SIZE-3: refused whole, never truncated; the projector is never called.
+        return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
+    candidate = evolve(record, raw_response=raw, updated_at_ms=event.now_ms)
+    if record_bytes(candidate) > limits.record_bytes:
+        return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
+    return candidate
+
+
+def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limits) -> CanonicalRecord:
+    projection = event.projection
+    now_ms = event.now_ms
+    if not isinstance(projection, Projection):
+        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
+    status = projection.evidence_status
+    if not isinstance(status, str) or status not in _VALID_EVIDENCE:
+        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)  # CIS-EVID-5
+    evidence = EvidenceStatus(status)
+    content, scope = projection.content, projection.scope
+    if not isinstance(content, str) or not isinstance(scope, str):
+        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
+    if evidence is EvidenceStatus.NO_EVIDENCE and scope.strip() == "":
+        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)  # CIS-EVID-3
+    content_size, scope_size = utf8_len(content), utf8_len(scope)
+    if content_size is None or scope_size is None:
+        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
+    if content_size + scope_size > limits.agent_result_bytes:
+        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-4
+    ready = evolve(
+        record,
+        status=InvocationStatus.READY,
+        evidence_status=evidence,
+        agent_result=content,
+        scope=scope,
+        updated_at_ms=now_ms,
+    )
+    if record_bytes(ready) > limits.record_bytes:
+        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-5
+    return ready
+
+
+def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> TransitionResult:
+    """Apply ``event`` to ``record`` (``None`` = absent) and return the new record or a code.
+
+    The table decides whether the event is allowed in the record's phase; a pair
+    outside it returns ``ErrorCode.INVALID_TRANSITION`` and the caller must keep the
+    record exactly as it was (CIS-LIFE-2). An expired record is absent (CIS-TTL-4).
+    The result never changes ``expires_at_ms``, ``created_at_ms``, ids, token, tool
+    name, request or sequence (CIS-TTL-2, CIS-REC-1).
+
+    Outcomes: Begin -> PROJECTING, or MISSING/UNSAFE_TOOL_CALL_ID, RUN_MISMATCH,
+    REQUEST_TOO_LARGE; RawReceived -> PROJECTING with raw, or ERROR with
+    RESULT_TOO_LARGE / SERIALIZATION_FAILED (raw not kept); ProjectionReceived ->
+    READY, or ERROR with PROJECTION_INVALID / RESULT_TOO_LARGE (raw kept); Failed
+    -> ERROR with its code; SweptStale -> ERROR/STALE_PROJECTION or NOT_STALE.
+
+    Raises ``TypeError`` if ``event`` is not a kernel event and ``ValueError`` if a
+    Failed event carries a code outside :data:`FAILURE_CODES` (programming errors).
+    """
+    if not isinstance(event, _EVENT_TYPES):
+        raise TypeError(f"not a kernel event: {type(event).__name__}")
+    if isinstance(event, Failed) and event.code not in FAILURE_CODES:
+        raise ValueError(f"{event.code} is not a failure code")
+    phase = phase_of(record, event.now_ms)
+    if (phase, type(event)) not in TRANSITIONS:
+        return ErrorCode.INVALID_TRANSITION
+    if isinstance(event, Begin):
+        return _begin(event, limits)
+    assert record is not None  # every non-Begin row starts from a live record
+    if isinstance(event, RawReceived):
+        return _raw(record, event, limits)
+    if isinstance(event, ProjectionReceived):
+        return _projection(record, event, limits)
+    if isinstance(event, Failed):
+        return _error(record, event.code, event.now_ms, keep_raw=True)
+    if event.now_ms - record.created_at_ms < event.older_than_ms:
+        return ErrorCode.NOT_STALE
+    return _error(record, ErrorCode.STALE_PROJECTION, event.now_ms, keep_raw=True)
+
+
+# ---------------------------------------------------------------------------
+# Runs and admission
+
+
+@frozen(kw_only=True)
+class AdmissionRequest:
+    """What the store needs to admit one preflight-passed call (CIS-PRE-8).
+
+    ``request_json`` is the exact arguments text; ``invocation_token`` the
+    adapter-drawn retry token (CIS-RETRY-1); ``now_ms`` the admission time.
+    """
+
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    request_json: str
+    invocation_token: str
+    now_ms: int
+
+
+@frozen(kw_only=True)
+class Admission:
+    """A successful admission: the new run state and the new PROJECTING record.
+
+    ``replayed`` is True when the key already held this very invocation (same
+    token): a retried create recognised as itself, nothing written (CIS-RETRY-2).
+    """
+
+    run: RunState
+    record: CanonicalRecord
+    replayed: bool = False
+
+
+def admit(
+    run: RunState | None,
+    existing: CanonicalRecord | None,
+    request: AdmissionRequest,
+    limits: Limits,
+) -> Admission | ErrorCode:
+    """Decide creation atomically with the run checks, in the fixed order (CIS-PRE-8).
+
+    Stores call this under their atomicity guarantee (a lock, a Lua script mirroring
+    it). Order: same-token replay -> RUN_INACTIVE (no run, expired, cancelled or
+    closed) -> RUN_DEADLINE_EXCEEDED (``now_ms >= deadline_ms``) ->
+    DUPLICATE_TOOL_CALL -> TOOL_BUDGET_EXHAUSTED -> RUN_BYTES_EXHAUSTED. A duplicate
+    therefore never consumes budget. On success the run's counters grow by one call
+    and the request's UTF-8 bytes.
+    """
+    now_ms = request.now_ms
+    live = existing if phase_of(existing, now_ms) is not Phase.ABSENT else None
+    if (
+        live is not None
+        and request.invocation_token
+        and live.invocation_token == request.invocation_token
+        and run is not None
+    ):
+        return Admission(run=run, record=live, replayed=True)
+    if run is None or run.status is not RunStatus.ACTIVE or now_ms >= run.expires_at_ms:
+        return ErrorCode.RUN_INACTIVE
+    if now_ms >= run.deadline_ms:
+        return ErrorCode.RUN_DEADLINE_EXCEEDED
+    if live is not None:
+        return ErrorCode.DUPLICATE_TOOL_CALL
+    if run.tool_calls_used + 1 > run.tool_call_budget:
+        return ErrorCode.TOOL_BUDGET_EXHAUSTED
+    request_size = utf8_len(request.request_json)
+    if request_size is None:
+        return ErrorCode.INVALID_ARGUMENTS
+    if run.bytes_used + request_size > run.byte_budget:
+        return ErrorCode.RUN_BYTES_EXHAUSTED
+    begin = Begin(
+        run_id=request.run_id,
+        tool_call_id=request.tool_call_id,
+        tool_name=request.tool_name,
+        request_json=request.request_json,
+        invocation_token=request.invocation_token,
+        sequence=run.tool_calls_used + 1,
+        ttl_ms=run.ttl_ms,
+        now_ms=now_ms,
+    )
+    result = transition(None, begin, limits)
+    if isinstance(result, ErrorCode):
+        return result
+    new_run = evolve(
+        run,
+        tool_calls_used=run.tool_calls_used + 1,
+        bytes_used=run.bytes_used + request_size,
+    )
+    return Admission(run=new_run, record=result)
+
+
+def run_usage_after(run: RunState, before: CanonicalRecord, after: CanonicalRecord) -> RunState:
+    """Charge the bytes a completion stored to the run's byte budget (CIS-RUN-6).
+
+    The charge is ``record_bytes(after) - record_bytes(before)`` when positive. It
+    never refuses a completion; it makes later admissions see the spend.
+    """
+    delta = record_bytes(after) - record_bytes(before)
+    if delta <= 0:
+        return run
+    return evolve(run, bytes_used=run.bytes_used + delta)
+
+
+def open_run(
+    existing: RunState | None = None,
+    *,
+    run_id: str,
+    now_ms: int,
+    deadline_ms: int,
+    ttl_ms: int,
+    tool_call_budget: int,
+    byte_budget: int,
+) -> RunState | ErrorCode:
+    """Build a new ACTIVE run state (CIS-RUN-1).
+
+    The run state lapses at ``deadline_ms + ttl_ms``, so it outlives every record
+    created before the deadline. ``existing`` is the stored state under this run id,
+    if any: a live run opened with the same parameters is returned unchanged (a
+    retried open is itself, CIS-RETRY-3); any other live run gives
+    INVALID_TRANSITION. Returns RUN_MISMATCH for an unsafe run id and raises
+    ``ValueError`` for negative budgets or a non-positive TTL.
+    """
+    if not is_safe_id(run_id):
+        return ErrorCode.RUN_MISMATCH
+    fresh = RunState(
+        run_id=run_id,
+        status=RunStatus.ACTIVE,
+        opened_at_ms=now_ms,
+        deadline_ms=deadline_ms,
+        ttl_ms=ttl_ms,
+        expires_at_ms=deadline_ms + ttl_ms,
+        tool_call_budget=tool_call_budget,
+        byte_budget=byte_budget,
+    )
+    if existing is None or now_ms >= existing.expires_at_ms:
+        return fresh
+    same = evolve(
+        existing,
+        status=fresh.status,
+        tool_calls_used=0,
+        bytes_used=0,
+    )
+    return existing if same == fresh else ErrorCode.INVALID_TRANSITION
+
+
+def _end_run(run: RunState | None, operation: str, now_ms: int) -> RunState | ErrorCode:
+    if run is None or now_ms >= run.expires_at_ms:
+        return ErrorCode.RUN_INACTIVE
+    target = RUN_TRANSITIONS.get((run.status, operation))
+    if target is None:
+        return ErrorCode.INVALID_TRANSITION
+    return evolve(run, status=target)
+
+
+def cancel_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
+    """ACTIVE -> CANCELLED (CIS-RUN-2); RUN_INACTIVE if absent/expired, else INVALID_TRANSITION."""
+    return _end_run(run, "cancel", now_ms)
+
+
+def close_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
+    """ACTIVE -> CLOSED (CIS-RUN-2); RUN_INACTIVE if absent/expired, else INVALID_TRANSITION."""
+    return _end_run(run, "close", now_ms)
+
+
+class CompareAndSet(enum.Enum):
+    """What a store must do with a completion (CIS-STORE-3)."""
+
+    #: Write ``after`` (the stored record is still the one the kernel saw).
+    WRITE = "WRITE"
+    #: ``after`` is already stored (a retried write): write nothing, report success.
+    REPLAY = "REPLAY"
+
+
+def decide_complete(
+    stored: CanonicalRecord | None,
+    before: CanonicalRecord,
+    after: CanonicalRecord,
+    now_ms: int,
+) -> CompareAndSet | ErrorCode:
+    """Decide a store's compare-and-set of ``before`` -> ``after`` (CIS-STORE-3, CIS-RETRY-2).
+
+    WRITE when ``stored`` is live, PROJECTING and holds ``before``'s invocation
+    token; REPLAY when ``stored`` is already terminal with ``after``'s status, error
+    code, token and update time (a retried write); otherwise INVALID_TRANSITION
+    (absent, expired, another invocation, or already completed differently). The
+    comparison uses only fields a Redis script can compare cheaply, so every
+    adapter decides alike. Raises ``ValueError`` if ``after`` changes a field the
+    kernel never changes (identity, token, request, sequence, times of creation
+    and expiry): that is a programming error, not a domain outcome.
+    """
+    for name in (
+        "run_id",
+        "tool_call_id",
+        "tool_name",
+        "invocation_token",
+        "sequence",
+        "request_json",
+        "created_at_ms",
+        "expires_at_ms",
+    ):
+        if getattr(before, name) != getattr(after, name):
+            raise ValueError(f"a completion may not change {name}")
+    if phase_of(stored, now_ms) is Phase.ABSENT or stored is None:
+        return ErrorCode.INVALID_TRANSITION
+    if stored.invocation_token != before.invocation_token:
+        return ErrorCode.INVALID_TRANSITION
+    if stored.status is InvocationStatus.PROJECTING:
+        return CompareAndSet.WRITE
+    if (
+        stored.status is after.status
+        and stored.error_code == after.error_code
+        and stored.updated_at_ms == after.updated_at_ms
+    ):
+        return CompareAndSet.REPLAY
+    return ErrorCode.INVALID_TRANSITION
