@@ -22,7 +22,7 @@ from typing import Any, TypeAlias
 
 from attrs import frozen
 
-from .kernel import EvidenceStatus, ErrorCode, Projection, ToolPolicy
+from .kernel import ErrorCode, EvidenceStatus, Projection, ToolPolicy
 
 __all__ = [
     "AsyncExecutor",

@@ -94,7 +94,9 @@ def _path(exc: BaseException) -> str:
     while stack:
         current = stack.pop()
         notes.extend(
-            note.rsplit("@ ", 1)[-1].removeprefix("attribute ") for note in getattr(current, "__notes__", ()) if "@ " in note
+            note.rsplit("@ ", 1)[-1].removeprefix("attribute ")
+            for note in getattr(current, "__notes__", ())
+            if "@ " in note
         )
         stack.extend(getattr(current, "exceptions", ()))
     return ".".join(notes) or "<root>"

@@ -48,9 +48,7 @@ def _covered_ids() -> dict[str, list[str]]:
             for node in ast.walk(tree):
                 if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     continue
-                is_test = node.name.startswith("test_") or bool(
-                    _decorator_names(node) & STATEFUL_DECORATORS
-                )
+                is_test = node.name.startswith("test_") or bool(_decorator_names(node) & STATEFUL_DECORATORS)
                 docstring = ast.get_docstring(node) or ""
                 if is_test:
                     for req in ID.findall(docstring):
