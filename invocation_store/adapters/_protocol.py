@@ -96,8 +96,15 @@ class InvocationStore(Protocol):
         """Read one record; None if absent or expired. Never touches the TTL (CIS-TTL-5)."""
         ...
 
-    def get_many(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, CanonicalRecord | None]:
-        """Read several records of one run in one round trip (CIS-PROG-5)."""
+    def get_many(
+        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
+    ) -> Mapping[str, CanonicalRecord | None]:
+        """Read several records of one run in one round trip (CIS-PROG-5).
+
+        With ``include_raw=False`` the raw response is neither read nor returned
+        (``raw_response`` is None in the result): progress and citation never need
+        it, and it is the largest field (CIS-PROG-1).
+        """
         ...
 
     def completed(self, run_id: str) -> tuple[str, ...]:
@@ -156,7 +163,7 @@ class AsyncInvocationStore(Protocol):
         ...
 
     async def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str]
+        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
     ) -> Mapping[str, CanonicalRecord | None]:
         """See :meth:`InvocationStore.get_many`."""
         ...

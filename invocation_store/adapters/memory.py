@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from attrs import evolve
+
 from ..kernel import (
     Admission,
     AdmissionRequest,
@@ -158,11 +160,19 @@ class MemoryStore:
         with self._lock:
             return self._record(run_id, tool_call_id, self._clock())
 
-    def get_many(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, CanonicalRecord | None]:
-        """Read several records of one run (CIS-PROG-5)."""
+    def get_many(
+        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
+    ) -> Mapping[str, CanonicalRecord | None]:
+        """Read several records of one run; ``include_raw=False`` omits raw (CIS-PROG-5)."""
         with self._lock:
             now = self._clock()
-            return {tcid: self._record(run_id, tcid, now) for tcid in tool_call_ids}
+            found = {tcid: self._record(run_id, tcid, now) for tcid in tool_call_ids}
+        if include_raw:
+            return found
+        return {
+            tcid: None if record is None else evolve(record, raw_response=None)
+            for tcid, record in found.items()
+        }
 
     def completed(self, run_id: str) -> tuple[str, ...]:
         """Ordered ids of completed calls (CIS-PROG-1)."""
@@ -236,10 +246,10 @@ class AsyncMemoryStore:
         return self.sync.get(run_id, tool_call_id)
 
     async def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str]
+        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
     ) -> Mapping[str, CanonicalRecord | None]:
         """See :meth:`MemoryStore.get_many`."""
-        return self.sync.get_many(run_id, tool_call_ids)
+        return self.sync.get_many(run_id, tool_call_ids, include_raw=include_raw)
 
     async def completed(self, run_id: str) -> tuple[str, ...]:
         """See :meth:`MemoryStore.completed`."""

@@ -230,10 +230,9 @@ def _raw(record: CanonicalRecord, event: RawReceived, limits: Limits) -> Canonic
     if size > limits.raw_bytes:
         # CIS-SIZE-3: refused whole, never truncated; the projector is never called.
         return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
-    candidate = evolve(record, raw_response=raw, updated_at_ms=event.now_ms)
-    if record_bytes(candidate) > limits.record_bytes:
+    if record_bytes(record) + size > limits.record_bytes:  # CIS-SIZE-5, before building
         return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
-    return candidate
+    return evolve(record, raw_response=raw, updated_at_ms=event.now_ms)
 
 
 def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limits) -> CanonicalRecord:
@@ -255,7 +254,9 @@ def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limi
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
     if content_size + scope_size > limits.agent_result_bytes:
         return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-4
-    ready = evolve(
+    if record_bytes(record) + content_size + scope_size > limits.record_bytes:
+        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-5
+    return evolve(
         record,
         status=InvocationStatus.READY,
         evidence_status=evidence,
@@ -263,9 +264,6 @@ def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limi
         scope=scope,
         updated_at_ms=now_ms,
     )
-    if record_bytes(ready) > limits.record_bytes:
-        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-5
-    return ready
 
 
 def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> TransitionResult:
