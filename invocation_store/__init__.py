@@ -1,5 +1,31 @@
-"""canonical-invocation-store: one trustworthy boundary for LLM-agent tool calls."""
+"""canonical-invocation-store: one trustworthy boundary for LLM-agent tool calls.
 
+The public API: the kernel's values and codes, the stores (in memory and Redis,
+sync and async) and their Protocols, :class:`ToolBoundary` /
+:class:`AsyncToolBoundary` with their tool registry, and the provider envelope
+parsers. Everything else lives in underscore modules or subpackages.
+"""
+
+from .adapters import (
+    AsyncInvocationStore,
+    AsyncMemoryStore,
+    AsyncRedisStore,
+    InvocationStore,
+    MemoryStore,
+    RedisStore,
+    StoreUnavailableError,
+)
+from .boundary import (
+    AsyncExecutor,
+    AsyncProjector,
+    AsyncToolBoundary,
+    BoundaryResult,
+    Executor,
+    Projector,
+    ToolBoundary,
+    ToolRegistry,
+    ToolSpec,
+)
 from .kernel import (
     ERROR_MESSAGES,
     CanonicalRecord,
@@ -19,23 +45,57 @@ from .kernel import (
     ToolCallEnvelope,
     ToolPolicy,
 )
+from .providers import (
+    envelope_from_anthropic,
+    envelope_from_gemini,
+    envelope_from_openai_chat,
+    envelope_from_openai_responses,
+    envelopes_from_anthropic,
+    envelopes_from_gemini,
+    envelopes_from_openai_chat,
+    envelopes_from_openai_responses,
+)
 
 __all__ = [
     "ERROR_MESSAGES",
+    "AsyncExecutor",
+    "AsyncInvocationStore",
+    "AsyncMemoryStore",
+    "AsyncProjector",
+    "AsyncRedisStore",
+    "AsyncToolBoundary",
+    "BoundaryResult",
     "CanonicalRecord",
     "Citation",
     "CitationKind",
     "ErrorCode",
     "EvidenceStatus",
     "ExclusionReason",
+    "Executor",
     "InvocationStatus",
+    "InvocationStore",
     "Limits",
+    "MemoryStore",
     "ObservedFact",
     "ProgressReport",
     "Projection",
+    "Projector",
+    "RedisStore",
     "RunContext",
     "RunState",
     "RunStatus",
+    "StoreUnavailableError",
+    "ToolBoundary",
     "ToolCallEnvelope",
     "ToolPolicy",
+    "ToolRegistry",
+    "ToolSpec",
+    "envelope_from_anthropic",
+    "envelope_from_gemini",
+    "envelope_from_openai_chat",
+    "envelope_from_openai_responses",
+    "envelopes_from_anthropic",
+    "envelopes_from_gemini",
+    "envelopes_from_openai_chat",
+    "envelopes_from_openai_responses",
 ]
