@@ -14,6 +14,7 @@ path, never the offending value (it may be a payload or a credential).
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any, TypeVar
 
@@ -23,11 +24,25 @@ from cattrs.preconf.json import make_converter as _make_json_converter
 
 from .kernel import (
     CanonicalRecord,
+    CitationKind,
     ErrorCode,
+    EvidenceStatus,
+    ExclusionReason,
+    InvocationStatus,
     Projection,
     RunState,
+    RunStatus,
     ToolCallEnvelope,
     ToolPolicy,
+)
+
+_KERNEL_ENUMS: tuple[type[enum.Enum], ...] = (
+    CitationKind,
+    ErrorCode,
+    EvidenceStatus,
+    ExclusionReason,
+    InvocationStatus,
+    RunStatus,
 )
 
 __all__ = [
@@ -70,9 +85,21 @@ def _strict_int(value: object, _type: object) -> int:
     return value
 
 
+def _strict_enum(value: object, cls: type[enum.Enum]) -> enum.Enum:
+    # Only the exact wire value of a member; without this hook the ``str`` hook would
+    # claim the kernel's StrEnums and pass any string through unconverted.
+    if not isinstance(value, str):
+        raise TypeError("expected an enum value string")
+    return cls(value)
+
+
 def configure_converter(converter: cattrs.Converter) -> None:
     """Install the strict hooks on ``converter`` (CIS-CODEC-1)."""
     converter.register_structure_hook(str, _strict_str)
+    # The ``str`` hook would also claim the kernel's StrEnums by single dispatch and
+    # pass any string through unconverted; a hook per enum class is more specific.
+    for enum_cls in _KERNEL_ENUMS:
+        converter.register_structure_hook(enum_cls, _strict_enum)
     converter.register_structure_hook(bool, _strict_bool)
     converter.register_structure_hook(int, _strict_int)
 

@@ -17,8 +17,10 @@ from ._codes import ErrorCode
 
 __all__ = ["check_arguments"]
 
-# A JSON string literal (unrolled-loop form) or one structural bracket.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+# A JSON string literal (unrolled-loop form; the closing quote is optional so that an
+# unterminated string is consumed once instead of rescanned from every quote, which
+# would be quadratic) or one structural bracket.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 # A \u escape of a UTF-16 surrogate: only then can the parser produce a lone one.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -43,6 +45,9 @@ def _float(text: str) -> float:
     if not math.isfinite(value):  # 1e999 overflows to inf: not representable
         raise _RejectError("number out of range")  # CIS-JSON-3
     return value
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
 
 
 def _depth_exceeds(text: str, max_depth: int) -> bool:
@@ -77,12 +82,7 @@ def check_arguments(text: object, max_depth: int = 64) -> ErrorCode | None:
             text.encode("utf-8")  # raises on a raw lone surrogate (CIS-JSON-4)
         if _depth_exceeds(text, max_depth):
             return ErrorCode.INVALID_ARGUMENTS
-        value = json.loads(
-            text,
-            object_pairs_hook=_pairs,
-            parse_constant=_constant,
-            parse_float=_float,
-        )
+        value = _DECODER.decode(text)
         if not isinstance(value, dict):
             return ErrorCode.INVALID_ARGUMENTS
         if _SURROGATE_ESCAPE.search(text) is not None:

@@ -62,11 +62,6 @@ class RunStatus(enum.StrEnum):
     CLOSED = "CLOSED"
 
 
-def _non_negative(_inst: object, attribute: object, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{getattr(attribute, 'name', '?')} must be a non-negative int")
-
-
 def _positive(_inst: object, attribute: object, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{getattr(attribute, 'name', '?')} must be a positive int")
@@ -154,19 +149,21 @@ class RunState:
     Times in ms; ``ttl_ms`` is the TTL every record of the run gets at creation;
     ``expires_at_ms`` is when the run state itself lapses (deadline + ttl).
     ``tool_calls_used`` counts admitted calls; ``bytes_used`` counts admitted request
-    bytes plus bytes stored by completions (CIS-RUN-6).
+    bytes plus bytes stored by completions (CIS-RUN-6). Build new runs with
+    :func:`~invocation_store.kernel.open_run`, which validates the numbers; the
+    class itself carries no validators because every update goes through it.
     """
 
     run_id: str
     status: RunStatus
-    opened_at_ms: int = field(validator=_non_negative)
-    deadline_ms: int = field(validator=_non_negative)
-    ttl_ms: int = field(validator=_positive)
-    expires_at_ms: int = field(validator=_non_negative)
-    tool_call_budget: int = field(validator=_non_negative)
-    byte_budget: int = field(validator=_non_negative)
-    tool_calls_used: int = field(default=0, validator=_non_negative)
-    bytes_used: int = field(default=0, validator=_non_negative)
+    opened_at_ms: int
+    deadline_ms: int
+    ttl_ms: int
+    expires_at_ms: int
+    tool_call_budget: int
+    byte_budget: int
+    tool_calls_used: int = 0
+    bytes_used: int = 0
 
 
 @frozen(kw_only=True)

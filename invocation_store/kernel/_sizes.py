@@ -28,8 +28,11 @@ def utf8_len(text: str) -> int | None:
 def _n(text: str | None) -> int:
     if text is None:
         return 0
-    size = utf8_len(text)
-    return 0 if size is None else size
+    if text.isascii():
+        return len(text)
+    # Unencodable text (a lone surrogate) is measured as its surrogatepass bytes, so
+    # it is never counted as free.
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def record_bytes(record: CanonicalRecord) -> int:

@@ -23,6 +23,7 @@ raised only for programming errors such as passing a non-event.
 from __future__ import annotations
 
 import enum
+import operator
 from typing import Final, TypeAlias
 
 from attrs import evolve, frozen
@@ -179,8 +180,44 @@ def phase_of(record: CanonicalRecord | None, now_ms: int) -> Phase:
     return Phase.AWAITING_RAW if record.raw_response is None else Phase.AWAITING_PROJECTION
 
 
+def _record(
+    record: CanonicalRecord,
+    *,
+    status: InvocationStatus,
+    evidence_status: EvidenceStatus | None,
+    error_code: ErrorCode | None,
+    raw_response: str | None,
+    agent_result: str | None,
+    scope: str | None,
+    updated_at_ms: int,
+) -> CanonicalRecord:
+    """``attrs.evolve(record, ...)`` of the outcome fields, spelled out.
+
+    The identity fields (CIS-LIFE-6) are copied, never taken from the caller. A
+    direct constructor call costs a fraction of ``evolve``'s generic machinery and
+    this runs several times per invocation.
+    """
+    return CanonicalRecord(
+        run_id=record.run_id,
+        tool_call_id=record.tool_call_id,
+        tool_name=record.tool_name,
+        invocation_token=record.invocation_token,
+        sequence=record.sequence,
+        status=status,
+        evidence_status=evidence_status,
+        error_code=error_code,
+        request_json=record.request_json,
+        raw_response=raw_response,
+        agent_result=agent_result,
+        scope=scope,
+        created_at_ms=record.created_at_ms,
+        updated_at_ms=updated_at_ms,
+        expires_at_ms=record.expires_at_ms,
+    )
+
+
 def _error(record: CanonicalRecord, code: ErrorCode, now_ms: int, *, keep_raw: bool) -> CanonicalRecord:
-    return evolve(
+    return _record(
         record,
         status=InvocationStatus.ERROR,
         evidence_status=EvidenceStatus.ERROR,
@@ -192,7 +229,25 @@ def _error(record: CanonicalRecord, code: ErrorCode, now_ms: int, *, keep_raw: b
     )
 
 
+def _run(run: RunState, *, status: RunStatus, tool_calls_used: int, bytes_used: int) -> RunState:
+    """``attrs.evolve(run, ...)`` of the mutable run fields, spelled out (see :func:`_record`)."""
+    return RunState(
+        run_id=run.run_id,
+        status=status,
+        opened_at_ms=run.opened_at_ms,
+        deadline_ms=run.deadline_ms,
+        ttl_ms=run.ttl_ms,
+        expires_at_ms=run.expires_at_ms,
+        tool_call_budget=run.tool_call_budget,
+        byte_budget=run.byte_budget,
+        tool_calls_used=tool_calls_used,
+        bytes_used=bytes_used,
+    )
+
+
 def _begin(event: Begin, limits: Limits) -> TransitionResult:
+    if isinstance(event.ttl_ms, bool) or not isinstance(event.ttl_ms, int) or event.ttl_ms <= 0:
+        raise ValueError("Begin.ttl_ms must be a positive int")
     id_code = check_tool_call_id(event.tool_call_id)
     if id_code is not None:
         return id_code  # CIS-ID-6: no fallback id ever reaches a record
@@ -232,7 +287,16 @@ def _raw(record: CanonicalRecord, event: RawReceived, limits: Limits) -> Canonic
         return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
     if record_bytes(record) + size > limits.record_bytes:  # CIS-SIZE-5, before building
         return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
-    return evolve(record, raw_response=raw, updated_at_ms=event.now_ms)
+    return _record(
+        record,
+        status=record.status,
+        evidence_status=record.evidence_status,
+        error_code=record.error_code,
+        raw_response=raw,
+        agent_result=record.agent_result,
+        scope=record.scope,
+        updated_at_ms=event.now_ms,
+    )
 
 
 def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limits) -> CanonicalRecord:
@@ -256,10 +320,12 @@ def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limi
         return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-4
     if record_bytes(record) + content_size + scope_size > limits.record_bytes:
         return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-5
-    return evolve(
+    return _record(
         record,
         status=InvocationStatus.READY,
         evidence_status=evidence,
+        error_code=None,
+        raw_response=record.raw_response,
         agent_result=content,
         scope=scope,
         updated_at_ms=now_ms,
@@ -364,6 +430,8 @@ def admit(
         return Admission(run=run, record=live, replayed=True)
     if run is None or run.status is not RunStatus.ACTIVE or now_ms >= run.expires_at_ms:
         return ErrorCode.RUN_INACTIVE
+    if run.run_id != request.run_id:
+        return ErrorCode.RUN_MISMATCH
     if now_ms >= run.deadline_ms:
         return ErrorCode.RUN_DEADLINE_EXCEEDED
     if live is not None:
@@ -385,11 +453,12 @@ def admit(
         ttl_ms=run.ttl_ms,
         now_ms=now_ms,
     )
-    result = transition(None, begin, limits)
+    result = _begin(begin, limits)  # the table's (ABSENT, Begin) row: live is None here
     if isinstance(result, ErrorCode):
         return result
-    new_run = evolve(
+    new_run = _run(
         run,
+        status=run.status,
         tool_calls_used=run.tool_calls_used + 1,
         bytes_used=run.bytes_used + request_size,
     )
@@ -405,7 +474,9 @@ def run_usage_after(run: RunState, before: CanonicalRecord, after: CanonicalReco
     delta = record_bytes(after) - record_bytes(before)
     if delta <= 0:
         return run
-    return evolve(run, bytes_used=run.bytes_used + delta)
+    return _run(
+        run, status=run.status, tool_calls_used=run.tool_calls_used, bytes_used=run.bytes_used + delta
+    )
 
 
 def open_run(
@@ -429,6 +500,15 @@ def open_run(
     """
     if not is_safe_id(run_id):
         return ErrorCode.RUN_MISMATCH
+    for name, value, minimum in (
+        ("now_ms", now_ms, 0),
+        ("deadline_ms", deadline_ms, 0),
+        ("ttl_ms", ttl_ms, 1),
+        ("tool_call_budget", tool_call_budget, 0),
+        ("byte_budget", byte_budget, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name} must be an int >= {minimum}")
     fresh = RunState(
         run_id=run_id,
         status=RunStatus.ACTIVE,
@@ -469,6 +549,19 @@ def close_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
     return _end_run(run, "close", now_ms)
 
 
+_IDENTITY_FIELDS: Final = (
+    "run_id",
+    "tool_call_id",
+    "tool_name",
+    "invocation_token",
+    "sequence",
+    "request_json",
+    "created_at_ms",
+    "expires_at_ms",
+)
+_identity: Final = operator.attrgetter(*_IDENTITY_FIELDS)
+
+
 class CompareAndSet(enum.Enum):
     """What a store must do with a completion (CIS-STORE-3)."""
 
@@ -495,18 +588,9 @@ def decide_complete(
     kernel never changes (identity, token, request, sequence, times of creation
     and expiry): that is a programming error, not a domain outcome.
     """
-    for name in (
-        "run_id",
-        "tool_call_id",
-        "tool_name",
-        "invocation_token",
-        "sequence",
-        "request_json",
-        "created_at_ms",
-        "expires_at_ms",
-    ):
-        if getattr(before, name) != getattr(after, name):
-            raise ValueError(f"a completion may not change {name}")
+    if _identity(before) != _identity(after):
+        changed = [name for name in _IDENTITY_FIELDS if getattr(before, name) != getattr(after, name)]
+        raise ValueError(f"a completion may not change {', '.join(changed)} (CIS-LIFE-6)")
     if phase_of(stored, now_ms) is Phase.ABSENT or stored is None:
         return ErrorCode.INVALID_TRANSITION
     if stored.invocation_token != before.invocation_token:
