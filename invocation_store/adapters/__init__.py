@@ -2,12 +2,17 @@
 
 from ._protocol import AsyncInvocationStore, InvocationStore, StoreUnavailableError
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
+from .redis import DEFAULT_PREFIX, AsyncRedisStore, RedisStore, UnsupportedRedisError
 
 __all__ = [
+    "DEFAULT_PREFIX",
     "AsyncInvocationStore",
     "AsyncMemoryStore",
+    "AsyncRedisStore",
     "InvocationStore",
     "MemoryStore",
+    "RedisStore",
     "StoreUnavailableError",
+    "UnsupportedRedisError",
     "wall_clock_ms",
 ]

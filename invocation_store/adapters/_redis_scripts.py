@@ -1,0 +1,321 @@
+"""The Lua scripts of the Redis store, each a mirror of one kernel decision.
+
+Theory of operation
+-------------------
+Every write of :class:`~invocation_store.adapters.RedisStore` is one of the scripts
+below, so every write is atomic and costs one round trip. A script never invents a
+rule: it repeats, check for check and in the same order, what the kernel function
+named in its contract decides, and writes the kernel's result. The Python side then
+re-runs the kernel on the state the script saw (returned in the reply) to build the
+value it hands back, so the two can never silently disagree.
+
+Storage layout (all keys of a run share the hash tag ``{run_id}``, so each script
+touches one Redis Cluster slot, CIS-KEY-2):
+
+- ``<prefix>:{<run>}:run``: HASH of the run state, one field per
+  :class:`~invocation_store.kernel.RunState` attribute (:data:`RUN_FIELDS` order),
+  PX = ``expires_at_ms - now`` set once, when the run is opened.
+- ``<prefix>:{<run>}:call:<tool_call_id>``: HASH of one record, one field per
+  :class:`~invocation_store.kernel.CanonicalRecord` attribute except the raw
+  response; a ``None`` attribute is an absent field; ints are decimal strings.
+  PX = the run's ``ttl_ms``, set once, when the record is created; later writes are
+  ``HSET``/``HDEL`` of fields, which keep the remaining TTL (CIS-TTL-1, CIS-TTL-3).
+- ``<prefix>:{<run>}:raw:<tool_call_id>``: STRING holding the record's raw response
+  (absent when it is None). It is created by a completion with the record's
+  remaining TTL, read inside the same script (so both lapse at the same instant and
+  the record's own TTL is never touched). Why a separate key: a large value passed
+  to a script as an argument is copied into Lua and back (a no-op script with a
+  1 MiB argument costs several times a plain ``SET``); a large raw response is
+  therefore written with a plain ``SET`` to a fresh, randomly named staging key in
+  the same pipelined round trip, and the script ``RENAME`` s it into place only if
+  the compare-and-set succeeds (O(1), no copy), deleting it otherwise.
+- ``<prefix>:{<run>}:calls`` / ``:done``: LISTs of tool_call_ids in admission /
+  completion order, their expiry set once, when the list is created, to the run's
+  remaining lifetime.
+
+Times: ``now`` is always an argument (the store's clock), never Redis' ``TIME``, so
+that an injected clock behaves exactly as in the memory store. Integers written by a
+script go through ``string.format('%d', ...)``; Lua numbers are doubles, so the
+adapter refuses integers of 2**53 or more before calling a script.
+
+TTL discipline (CIS-TTL-1..3): a record HASH, a run HASH and a LIST get their expiry
+exactly once, in the script that creates them; no script ever issues an expire
+command, ``PERSIST``, ``GETEX`` or ``SET`` on them afterwards. The raw STRING is
+(re)written only together with its expiry, equal to the record's PTTL read in the
+same script, so it can never outlive the record.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "COMPLETE_SCRIPT",
+    "CREATE_SCRIPT",
+    "END_RUN_SCRIPT",
+    "OPEN_RUN_SCRIPT",
+    "RUN_FIELDS",
+]
+
+#: Field order of a run HASH as every script returns it (matches RunState).
+RUN_FIELDS: Final = (
+    "run_id",
+    "status",
+    "opened_at_ms",
+    "deadline_ms",
+    "ttl_ms",
+    "expires_at_ms",
+    "tool_call_budget",
+    "byte_budget",
+    "tool_calls_used",
+    "bytes_used",
+)
+
+_HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for name in RUN_FIELDS) + ")"
+
+# Replies are one space-separated string ("<TAG> <values>...") whenever every value
+# is an id, a decimal or an enum value (none contains a space): a single bulk reply
+# parses much faster in redis-py than an array. A reply that carries a record (free
+# text) is an array instead.
+
+# Mirror of kernel ``open_run`` (CIS-RUN-1, CIS-RETRY-3).
+# KEYS[1] - run HASH; KEYS[2] - done LIST; KEYS[3] - calls LIST
+# ARGV[1] - now_ms
+# ARGV[2] - PX of a fresh run (expires_at_ms - now_ms); "0" or less: nothing is stored
+# ARGV[3..12] - the fresh run's values in RUN_FIELDS order
+# return "FRESH" when the fresh run was stored (any lapsed run and its lists are
+#   deleted first); "EXISTING <10 run values>" for a live run opened with the same
+#   parameters (nothing written); "ERR INVALID_TRANSITION" for any other live run.
+OPEN_RUN_SCRIPT: Final = f"""
+local now = tonumber(ARGV[1])
+local cur = {_HMGET_RUN}
+if cur[6] and now < tonumber(cur[6]) then
+  for _, i in ipairs({{1, 3, 4, 5, 6, 7, 8}}) do
+    if cur[i] ~= ARGV[2 + i] then
+      return 'ERR INVALID_TRANSITION'
+    end
+  end
+  return 'EXISTING ' .. table.concat(cur, ' ')
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if tonumber(ARGV[2]) > 0 then
+  redis.call('HSET', KEYS[1],
+    'run_id', ARGV[3], 'status', ARGV[4], 'opened_at_ms', ARGV[5], 'deadline_ms', ARGV[6],
+    'ttl_ms', ARGV[7], 'expires_at_ms', ARGV[8], 'tool_call_budget', ARGV[9],
+    'byte_budget', ARGV[10], 'tool_calls_used', ARGV[11], 'bytes_used', ARGV[12])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 'FRESH'
+"""
+
+# Mirror of kernel ``cancel_run`` / ``close_run`` (CIS-RUN-2).
+# KEYS[1] - run HASH
+# ARGV[1] - now_ms
+# ARGV[2] - the target status (kernel RUN_TRANSITIONS[(ACTIVE, operation)])
+# return "OK <10 run values before the change>" after setting status (TTL kept);
+#   "ERR RUN_INACTIVE" for an absent or lapsed run; "ERR INVALID_TRANSITION" for a
+#   run that is not ACTIVE.
+END_RUN_SCRIPT: Final = f"""
+local now = tonumber(ARGV[1])
+local cur = {_HMGET_RUN}
+if not cur[6] or now >= tonumber(cur[6]) then
+  return 'ERR RUN_INACTIVE'
+end
+if cur[2] ~= 'ACTIVE' then
+  return 'ERR INVALID_TRANSITION'
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[2])
+return 'OK ' .. table.concat(cur, ' ')
+"""
+
+# Arguments: everything that is an id, a decimal, a code, a status or a mask (none
+# contains a space) travels in ONE space-separated header argument, "!" standing for
+# an empty value ("!" is outside the safe-id alphabet); free text (tokens, tool names,
+# requests, results) travels as separate arguments. redis-py spends more time
+# encoding each argument than the script spends splitting the header.
+_SPLIT_HEADER: Final = """
+local h = {}
+for word in string.gmatch(ARGV[1], '%S+') do
+  if word == '!' then word = '' end
+  h[#h + 1] = word
+end
+"""
+
+# Mirror of kernel ``admit`` (CIS-PRE-8, CIS-STORE-2, CIS-RETRY-2), same order:
+# same-token replay -> RUN_INACTIVE -> RUN_DEADLINE_EXCEEDED -> DUPLICATE_TOOL_CALL ->
+# TOOL_BUDGET_EXHAUSTED -> INVALID_ARGUMENTS (request not UTF-8) -> RUN_BYTES_EXHAUSTED
+# -> the code of the kernel's Begin transition (decided in Python: it does not depend
+# on the run). A record or run whose expires_at_ms <= now is absent (CIS-TTL-4).
+# KEYS[1] - run HASH; KEYS[2] - record HASH; KEYS[3] - calls LIST; KEYS[4] - raw STRING
+# ARGV[1] - header "now size late tool_call_id run_id status created updated":
+#   now - now_ms; size - the request's UTF-8 bytes, empty if it has no UTF-8 form;
+#   late - empty or the code the kernel's Begin gives for this request;
+#   tool_call_id - empty if not a safe id (then no record can exist, KEYS[2] and
+#   KEYS[4] are not read, and late is set); run_id, status, created, updated - the
+#   kernel's Begin record (sequence and expires_at_ms depend on the run: computed here)
+# ARGV[2] - invocation token ("" never replays); ARGV[3] - tool_name;
+# ARGV[4] - request_json
+# return "OK <10 run values before admission>" after writing the record with
+#   sequence = tool_calls_used + 1, expires_at_ms = now + ttl_ms and PX ttl_ms (the
+#   record is new: its TTL is set exactly once; a leftover that the store clock
+#   already expired is deleted first, with its raw response), counting the call and
+#   its bytes in the run, and appending the id to the calls LIST;
+#   {"REPLAY", <10 run values>, <"1" raw | "0">, <raw or "">, <record field/value
+#   pairs>} when the live record carries this token and the run is live (nothing
+#   written); "ERR <code>" otherwise (nothing written).
+CREATE_SCRIPT: Final = (
+    _SPLIT_HEADER
+    + f"""
+local now = tonumber(h[1])
+local tcid = h[4]
+local run = {_HMGET_RUN}
+local run_live = run[6] and now < tonumber(run[6])
+local live = false
+local leftover = false
+local token = false
+if tcid ~= '' then
+  local found = redis.call('HMGET', KEYS[2], 'invocation_token', 'expires_at_ms')
+  leftover = found[1] or found[2]
+  if found[2] and now < tonumber(found[2]) then
+    live = true
+    token = found[1]
+  end
+end
+if live and run_live and ARGV[2] ~= '' and token == ARGV[2] then
+  local reply = {{'REPLAY'}}
+  for i = 1, 10 do reply[i + 1] = run[i] end
+  local raw = redis.call('GET', KEYS[4])
+  reply[12] = raw and '1' or '0'
+  reply[13] = raw or ''
+  local record = redis.call('HGETALL', KEYS[2])
+  for i = 1, #record do reply[13 + i] = record[i] end
+  return reply
+end
+if not run_live or run[2] ~= 'ACTIVE' then return 'ERR RUN_INACTIVE' end
+if now >= tonumber(run[4]) then return 'ERR RUN_DEADLINE_EXCEEDED' end
+if live then return 'ERR DUPLICATE_TOOL_CALL' end
+local used = tonumber(run[9])
+if used + 1 > tonumber(run[7]) then return 'ERR TOOL_BUDGET_EXHAUSTED' end
+if h[2] == '' then return 'ERR INVALID_ARGUMENTS' end
+local bytes = tonumber(run[10]) + tonumber(h[2])
+if bytes > tonumber(run[8]) then return 'ERR RUN_BYTES_EXHAUSTED' end
+if h[3] ~= '' or tcid == '' then return 'ERR ' .. h[3] end
+if leftover then redis.call('DEL', KEYS[2], KEYS[4]) end
+redis.call('HSET', KEYS[2], 'run_id', h[5], 'tool_call_id', tcid, 'tool_name', ARGV[3],
+  'invocation_token', ARGV[2], 'sequence', string.format('%d', used + 1), 'status', h[6],
+  'request_json', ARGV[4], 'created_at_ms', h[7], 'updated_at_ms', h[8],
+  'expires_at_ms', string.format('%d', now + tonumber(run[5])))
+redis.call('PEXPIRE', KEYS[2], run[5])
+redis.call('HSET', KEYS[1], 'tool_calls_used', string.format('%d', used + 1),
+  'bytes_used', string.format('%d', bytes))
+if redis.call('RPUSH', KEYS[3], tcid) == 1 then
+  redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[6]) - now))
+end
+return 'OK ' .. table.concat(run, ' ')
+"""
+)
+
+# Mirror of kernel ``decide_complete`` plus the writes of a WRITE decision
+# (CIS-STORE-3, CIS-TTL-3, CIS-RETRY-2, CIS-RUN-6).
+# KEYS[1] - record HASH; KEYS[2] - run HASH; KEYS[3] - done LIST; KEYS[4] - raw STRING;
+# KEYS[5] - staging STRING holding the new raw response (mask "T" only)
+# ARGV[1] - header "now status error_code updated charge done_id raw_size mask evidence":
+#   now - now_ms; status, error_code, updated - after's (error_code may be empty);
+#   charge - bytes to charge to the run (kernel run_usage_after);
+#   done_id - the tool_call_id to append to the done LIST, empty unless after is
+#   terminal; raw_size - with mask "K", the UTF-8 size of the raw response the store
+#   must already hold (unchanged, so not resent), else empty;
+#   mask - one letter per optional field in the order evidence_status, error_code,
+#   raw_response, agent_result, scope: "S" set, "D" delete (after's value is None);
+#   for raw_response also "T" take it from KEYS[5] and "K" keep the stored one;
+#   evidence - after.evidence_status, or empty
+# ARGV[2] - before.invocation_token; ARGV[3] - raw response ("S"), ARGV[4] -
+#   agent_result, ARGV[5] - scope ("" when not "S")
+# return "WRITE" after HSET status/updated_at_ms and the "S" fields and HDEL of the
+#   "D" fields present in KEYS[1] (its TTL is kept: no expire command touches it); the raw
+#   STRING is written ("S": SET, "T": RENAME from KEYS[5]) with PX = the record's
+#   PTTL, or deleted ("D"); the bytes are charged and the id appended to the done
+#   LIST when the run is live (the LIST's expiry is set once, at its creation, to
+#   the run's remaining lifetime);
+#   {"REPLAY", <"1" raw | "0">, <raw or "">, <record field/value pairs>} when the
+#   stored record is already terminal with after's status, error code and update
+#   time; "RESEND" when a kept raw response is missing or not of size raw_size, or
+#   a staged one is missing (the caller sends it in full); "ERR INVALID_TRANSITION"
+#   otherwise (absent, lapsed, another invocation, completed differently). Nothing
+#   is written but the WRITE, and KEYS[5] never survives the script.
+COMPLETE_SCRIPT: Final = (
+    _SPLIT_HEADER
+    + """
+local now = tonumber(h[1])
+local mask = h[8]
+local raw_op = string.sub(mask, 3, 3)
+local function drop_stage()
+  if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
+end
+local s = redis.call('HMGET', KEYS[1], 'status', 'invocation_token', 'error_code',
+  'updated_at_ms', 'expires_at_ms', 'evidence_status', 'agent_result', 'scope')
+if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2] then
+  drop_stage()
+  return 'ERR INVALID_TRANSITION'
+end
+if s[1] == 'PROJECTING' then
+  if raw_op == 'K' then
+    if redis.call('EXISTS', KEYS[4]) == 0
+        or redis.call('STRLEN', KEYS[4]) ~= tonumber(h[7]) then
+      return 'RESEND'
+    end
+  elseif raw_op == 'T' and redis.call('EXISTS', KEYS[5]) == 0 then
+    return 'RESEND'
+  end
+  local names = {'evidence_status', 'error_code', 'raw_response', 'agent_result', 'scope'}
+  local values = {h[9], h[3], ARGV[3], ARGV[4], ARGV[5]}
+  local stored = {s[6], s[3], false, s[7], s[8]}
+  local sets = {'status', h[2], 'updated_at_ms', h[4]}
+  local dels = {}
+  for i = 1, 5 do
+    if i ~= 3 then
+      local op = string.sub(mask, i, i)
+      if op == 'S' then
+        sets[#sets + 1] = names[i]
+        sets[#sets + 1] = values[i]
+      elseif op == 'D' and stored[i] then
+        dels[#dels + 1] = names[i]
+      end
+    end
+  end
+  if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
+  redis.call('HSET', KEYS[1], unpack(sets))
+  if raw_op == 'S' or raw_op == 'T' then
+    local left = redis.call('PTTL', KEYS[1])
+    if left < 1 then left = 1 end
+    if raw_op == 'S' then
+      redis.call('SET', KEYS[4], ARGV[3], 'PX', left)
+    else
+      redis.call('RENAME', KEYS[5], KEYS[4])
+      redis.call('PEXPIRE', KEYS[4], left)
+    end
+  elseif raw_op == 'D' then
+    redis.call('DEL', KEYS[4])
+  end
+  local run_expires = redis.call('HGET', KEYS[2], 'expires_at_ms')
+  if run_expires and now < tonumber(run_expires) then
+    if h[5] ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_used', h[5]) end
+    if h[6] ~= '' and redis.call('RPUSH', KEYS[3], h[6]) == 1 then
+      redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run_expires) - now))
+    end
+  end
+  return 'WRITE'
+end
+drop_stage()
+if s[1] == h[2] and (s[3] or '') == h[3] and s[4] == h[4] then
+  local reply = {'REPLAY'}
+  local raw = redis.call('GET', KEYS[4])
+  reply[2] = raw and '1' or '0'
+  reply[3] = raw or ''
+  local record = redis.call('HGETALL', KEYS[1])
+  for i = 1, #record do reply[3 + i] = record[i] end
+  return reply
+end
+return 'ERR INVALID_TRANSITION'
+"""
+)

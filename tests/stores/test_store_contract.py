@@ -1,0 +1,568 @@
+"""One contract, every store: the parametrized suite over ``make_store`` (memory, redis).
+
+Every assertion compares a store's answer with what the kernel decides for the same
+state, so the memory and Redis stores are held to one behaviour (CIS-STORE-8).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from attrs import evolve
+
+from invocation_store.adapters import InvocationStore
+from invocation_store.kernel import (
+    Admission,
+    CanonicalRecord,
+    ErrorCode,
+    EvidenceStatus,
+    InvocationStatus,
+    Limits,
+    RawReceived,
+    RunState,
+    RunStatus,
+    admit,
+    record_bytes,
+    transition,
+    utf8_len,
+)
+from invocation_store.testing import FakeClock
+
+from ._support import (
+    LIMITS,
+    RUN,
+    TTL_MS,
+    admitted,
+    failed,
+    open_default_run,
+    ready,
+    request,
+    with_raw,
+)
+
+MakeStore = Callable[[FakeClock], InvocationStore]
+
+
+# -- runs ------------------------------------------------------------------------------
+
+
+def test_open_run_builds_the_kernel_run(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RUN-1: a run is opened with deadline, budgets and TTL; it lapses at deadline + ttl."""
+    store = make_store(clock)
+    run = open_default_run(store, clock(), tool_call_budget=3, byte_budget=500)
+    assert run == RunState(
+        run_id=RUN,
+        status=RunStatus.ACTIVE,
+        opened_at_ms=clock(),
+        deadline_ms=clock() + 60_000,
+        ttl_ms=TTL_MS,
+        expires_at_ms=clock() + 60_000 + TTL_MS,
+        tool_call_budget=3,
+        byte_budget=500,
+    )
+    assert store.get_run(RUN) == run
+
+
+def test_reopening_a_live_run(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RETRY-3: an identical reopen returns the live run unchanged; other parameters are refused."""
+    store = make_store(clock)
+    run = open_default_run(store, clock(), tool_call_budget=2)
+    admitted(store, request(clock()))
+    used = store.get_run(RUN)
+    assert used is not None
+    assert used.tool_calls_used == 1
+    again = store.open_run(
+        RUN, deadline_ms=run.deadline_ms, ttl_ms=TTL_MS, tool_call_budget=2, byte_budget=run.byte_budget
+    )
+    assert again == used  # counters kept: nothing was reset
+    other = store.open_run(
+        RUN, deadline_ms=run.deadline_ms, ttl_ms=TTL_MS, tool_call_budget=3, byte_budget=run.byte_budget
+    )
+    assert other is ErrorCode.INVALID_TRANSITION
+    assert store.get_run(RUN) == used
+
+
+def test_open_run_rejects_unsafe_ids_and_bad_numbers(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RUN-1, CIS-ID-1: an unsafe run id is RUN_MISMATCH; negative budgets raise ValueError."""
+    store = make_store(clock)
+    for bad in ("", "run 1", "run{1}", "r" * 129, "rün"):
+        assert (
+            store.open_run(bad, deadline_ms=clock() + 1, ttl_ms=1, tool_call_budget=1, byte_budget=1)
+            is ErrorCode.RUN_MISMATCH
+        )
+    with pytest.raises(ValueError):
+        store.open_run(RUN, deadline_ms=clock() + 1, ttl_ms=1, tool_call_budget=-1, byte_budget=1)
+    with pytest.raises(ValueError):
+        store.open_run(RUN, deadline_ms=clock() + 1, ttl_ms=0, tool_call_budget=1, byte_budget=1)
+    assert store.get_run(RUN) is None
+
+
+def test_cancel_and_close(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RUN-2: ACTIVE -> CANCELLED / CLOSED only; anything else is INVALID_TRANSITION or RUN_INACTIVE."""
+    store = make_store(clock)
+    run = open_default_run(store, clock())
+    assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
+    assert store.get_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
+    assert store.cancel_run(RUN) is ErrorCode.INVALID_TRANSITION
+    assert store.close_run(RUN) is ErrorCode.INVALID_TRANSITION
+    other = open_default_run(store, clock(), run_id="run-2")
+    assert store.close_run("run-2") == evolve(other, status=RunStatus.CLOSED)
+    assert store.cancel_run("run-2") is ErrorCode.INVALID_TRANSITION
+    assert store.cancel_run("unknown") is ErrorCode.RUN_INACTIVE
+    assert store.close_run("not safe") is ErrorCode.RUN_INACTIVE
+
+
+def test_a_lapsed_run_is_gone_and_can_be_opened_afresh(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RUN-3, CIS-TTL-4: at deadline + ttl the run reads as absent, its lists empty, and reopens fresh."""
+    store = make_store(clock)
+    run = open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    assert store.complete(record, ready(record, clock())) == ready(record, clock())
+    clock.now = run.expires_at_ms
+    assert store.get_run(RUN) is None
+    assert store.calls(RUN) == ()
+    assert store.completed(RUN) == ()
+    assert store.cancel_run(RUN) is ErrorCode.RUN_INACTIVE
+    fresh = open_default_run(store, clock())
+    assert fresh.opened_at_ms == clock()
+    assert fresh.tool_calls_used == 0
+    assert store.calls(RUN) == ()
+    assert store.completed(RUN) == ()
+
+
+# -- create ----------------------------------------------------------------------------
+
+
+def test_create_is_the_kernel_admission(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-REC-4, CIS-STORE-2, CIS-STORE-8: create returns exactly kernel admit() and stores its record."""
+    store = make_store(clock)
+    run = open_default_run(store, clock())
+    req = request(clock(), "call_abc", arguments='{"city": "Paris", "unit": "C"}')
+    expected = admit(run, None, req, LIMITS)
+    assert isinstance(expected, Admission)
+    assert store.create(req, LIMITS) == expected
+    record = expected.record
+    assert record.status is InvocationStatus.PROJECTING
+    assert (record.evidence_status, record.error_code, record.agent_result, record.raw_response) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert record.request_json == '{"city": "Paris", "unit": "C"}'
+    assert store.get(RUN, "call_abc") == record
+    assert store.get_run(RUN) == expected.run
+    assert store.calls(RUN) == ("call_abc",)
+    assert store.completed(RUN) == ()
+
+
+@pytest.mark.parametrize(
+    "tool_call_id",
+    [
+        "call_DhJ0AuBn7Cq3sWZq1lI8pOa2",
+        "toolu_01A09q90qw90lq917835lq9",
+        "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q",
+        "D681PevKs",
+        "chatcmpl-tool-8a1b2c3d4e5f",
+        "functions.get_weather:0",
+        "3f2b7c1e-9a4d-4e8b-b6a1-2c5d7e9f0a1b",
+        "x" * 128,
+    ],
+)
+def test_framework_ids_are_kept_exactly(make_store: MakeStore, clock: FakeClock, tool_call_id: str) -> None:
+    """CIS-ID-4, CIS-ID-1, CIS-KEY-3: real framework ids are stored, listed and read back byte for byte."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock(), tool_call_id))
+    assert record.tool_call_id == tool_call_id
+    assert store.get(RUN, tool_call_id) == record
+    assert store.calls(RUN) == (tool_call_id,)
+    done = ready(record, clock())
+    assert store.complete(record, done) == done
+    assert store.completed(RUN) == (tool_call_id,)
+
+
+def test_retried_create_is_recognised_as_itself(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RETRY-2: the same token replays (nothing written); another token is DUPLICATE_TOOL_CALL."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    req = request(clock())
+    first = store.create(req, LIMITS)
+    assert isinstance(first, Admission)
+    run_after = store.get_run(RUN)
+    clock.advance(5)
+    again = store.create(evolve(req, now_ms=clock()), LIMITS)
+    assert again == Admission(run=first.run, record=first.record, replayed=True)
+    assert store.get_run(RUN) == run_after
+    assert store.calls(RUN) == ("call_1",)
+    assert store.create(request(clock()), LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
+    assert (
+        store.create(evolve(req, invocation_token="", now_ms=clock()), LIMITS)
+        is ErrorCode.DUPLICATE_TOOL_CALL
+    )
+    assert store.get(RUN, "call_1") == first.record
+
+
+def test_duplicates_never_overwrite_nor_spend(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-ID-5, CIS-PRE-8: a duplicate leaves the first record and the run's budgets exactly as they were."""
+    store = make_store(clock)
+    open_default_run(store, clock(), tool_call_budget=1, byte_budget=100)
+    record = admitted(store, request(clock(), arguments='{"a": 1}'))
+    done = ready(record, clock() + 1)
+    clock.advance(1)
+    assert store.complete(record, done) == done
+    run = store.get_run(RUN)
+    clock.advance(1)
+    # The budget is spent, yet the duplicate is reported as a duplicate: it comes first.
+    dup = request(clock(), arguments='{"a": "a different and longer request"}', tool_name="other")
+    assert store.create(dup, LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
+    assert store.get(RUN, "call_1") == done
+    assert store.get_run(RUN) == run
+    assert store.calls(RUN) == ("call_1",)
+
+
+def test_admission_checks_come_in_the_kernel_order(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-PRE-8, CIS-PRE-2, CIS-RUN-3, CIS-RUN-4, CIS-RUN-5, CIS-RUN-6: the kernel's check order."""
+    store = make_store(clock)
+    now = clock()
+    assert store.create(request(now, run_id="nope"), LIMITS) is ErrorCode.RUN_INACTIVE
+    assert store.create(request(now, run_id="not safe"), LIMITS) is ErrorCode.RUN_INACTIVE
+    open_default_run(store, now, tool_call_budget=2, byte_budget=30, deadline_in_ms=1_000)
+    admitted(store, request(now, "a", arguments='{"n": 1}'))  # 8 bytes
+    # Byte budget: 8 used, 23 more would pass 30.
+    assert store.create(request(now, "b", arguments='{"n": "' + "x" * 15 + '"}'), LIMITS) is (
+        ErrorCode.RUN_BYTES_EXHAUSTED
+    )
+    # A request without a UTF-8 form is INVALID_ARGUMENTS, decided after the call budget.
+    assert store.create(request(now, "b", arguments='{"n": "\ud800"}'), LIMITS) is ErrorCode.INVALID_ARGUMENTS
+    admitted(store, request(now, "b", arguments='{"n": 2}'))
+    assert store.create(request(now, "c"), LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    assert store.create(request(now, "a"), LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
+    clock.now = now + 1_000
+    assert store.create(request(clock(), "a"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert store.create(request(clock(), "c"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    open_default_run(store, now, run_id="run-2")
+    assert store.cancel_run("run-2") is not None
+    assert store.create(request(now, run_id="run-2"), LIMITS) is ErrorCode.RUN_INACTIVE
+    open_default_run(store, now, run_id="run-3")
+    store.close_run("run-3")
+    assert store.create(request(now, run_id="run-3"), LIMITS) is ErrorCode.RUN_INACTIVE
+    assert store.calls(RUN) == ("a", "b")
+
+
+def test_begin_codes_come_last(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-ID-2, CIS-ID-3, CIS-ID-6, CIS-SIZE-5: bad ids, oversized records: nothing, after run checks."""
+    store = make_store(clock)
+    now = clock()
+    assert store.create(request(now, "bad id"), LIMITS) is ErrorCode.RUN_INACTIVE  # the run comes first
+    open_default_run(store, now, tool_call_budget=5)
+    assert store.create(request(now, "bad id"), LIMITS) is ErrorCode.UNSAFE_TOOL_CALL_ID
+    assert store.create(request(now, "call{1}"), LIMITS) is ErrorCode.UNSAFE_TOOL_CALL_ID
+    assert store.create(request(now, "   "), LIMITS) is ErrorCode.MISSING_TOOL_CALL_ID
+    assert store.create(request(now, ""), LIMITS) is ErrorCode.MISSING_TOOL_CALL_ID
+    tight = Limits(record_bytes=40)
+    assert store.create(request(now, "call_2", arguments='{"q": "' + "y" * 40 + '"}'), tight) is (
+        ErrorCode.REQUEST_TOO_LARGE
+    )
+    assert store.calls(RUN) == ()
+    run = store.get_run(RUN)
+    assert run is not None
+    assert (run.tool_calls_used, run.bytes_used) == (0, 0)
+
+
+def test_sequence_counts_admissions(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-REC-1, CIS-RUN-6: each record's sequence is its admission position; bytes are counted in UTF-8."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    texts = ['{"a": 1}', '{"b": "é"}', '{"c": "日本"}']
+    for index, text in enumerate(texts, start=1):
+        record = admitted(store, request(clock(), f"c{index}", arguments=text))
+        assert record.sequence == index
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.bytes_used == sum(utf8_len(text) or 0 for text in texts)
+    assert store.calls(RUN) == ("c1", "c2", "c3")
+
+
+# -- complete --------------------------------------------------------------------------
+
+
+def test_complete_writes_replays_and_refuses(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-STORE-3, CIS-RETRY-2, CIS-LIFE-3, CIS-REC-5: CAS writes once, replays, refuses a change."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    clock.advance(10)
+    done = ready(record, clock())
+    assert store.complete(record, done) == done
+    assert store.get(RUN, "call_1") == done
+    run = store.get_run(RUN)
+    assert store.complete(record, done) == done  # replay: nothing written
+    assert store.get_run(RUN) == run
+    assert store.completed(RUN) == ("call_1",)
+    error = failed(record, clock(), ErrorCode.EXECUTION_FAILED)
+    assert store.complete(record, error) is ErrorCode.INVALID_TRANSITION
+    later = ready(record, clock() + 1, content="other")
+    assert store.complete(record, later) is ErrorCode.INVALID_TRANSITION
+    assert store.get(RUN, "call_1") == done
+    assert store.completed(RUN) == ("call_1",)
+
+
+def test_complete_of_another_invocation_or_absent_record(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-STORE-3, CIS-LIFE-2: a stale token or a missing record is INVALID_TRANSITION and writes nothing."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    impostor = evolve(record, invocation_token="not-the-token")
+    assert store.complete(impostor, ready(impostor, clock())) is ErrorCode.INVALID_TRANSITION
+    assert store.get(RUN, "call_1") == record
+    ghost = evolve(record, tool_call_id="call_ghost")
+    assert store.complete(ghost, ready(ghost, clock())) is ErrorCode.INVALID_TRANSITION
+    assert store.get(RUN, "call_ghost") is None
+    unsafe = evolve(record, tool_call_id="no good")
+    assert store.complete(unsafe, ready(unsafe, clock())) is ErrorCode.INVALID_TRANSITION
+    assert store.completed(RUN) == ()
+
+
+def test_complete_rejects_identity_changes(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-LIFE-6, CIS-KERN-2: an ``after`` that changes identity or expiry is a programming error."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    for change in ({"expires_at_ms": record.expires_at_ms + 1}, {"request_json": "{}"}, {"sequence": 9}):
+        with pytest.raises(ValueError):
+            store.complete(record, evolve(ready(record, clock()), **change))
+    assert store.get(RUN, "call_1") == record
+
+
+def test_two_step_completion_and_error_paths(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-LIFE-1, CIS-FAIL-6, CIS-SIZE-3, CIS-EVID-3: raw, then READY; ERROR keeps or drops raw."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock(), "two-step"))
+    raw = with_raw(record, clock() + 1)
+    assert store.complete(record, raw) == raw
+    assert store.completed(RUN) == ()  # PROJECTING is not completed
+    negative = ready(raw, clock() + 2, evidence=EvidenceStatus.NO_EVIDENCE, content="", scope="inbox 2024")
+    assert store.complete(raw, negative) == negative
+    assert store.get(RUN, "two-step") == negative
+    # Projection failure keeps the raw response (harness-only).
+    second = admitted(store, request(clock(), "proj-fail"))
+    with_raw_second = with_raw(second, clock())
+    kept = failed(with_raw_second, clock() + 3, ErrorCode.PROJECTION_FAILED)
+    assert store.complete(second, kept) == kept
+    assert store.get(RUN, "proj-fail") == kept
+    assert kept.raw_response is not None
+    # An oversized raw response is dropped whole: the record holds no raw at all.
+    third = admitted(store, request(clock(), "too-big"))
+    tiny = Limits(raw_bytes=4)
+    dropped = transition(third, RawReceived(raw_response="12345", now_ms=clock()), tiny)
+    assert isinstance(dropped, CanonicalRecord)
+    assert (dropped.status, dropped.error_code, dropped.raw_response) == (
+        InvocationStatus.ERROR,
+        ErrorCode.RESULT_TOO_LARGE,
+        None,
+    )
+    assert store.complete(third, dropped) == dropped
+    assert store.get(RUN, "too-big") == dropped
+    assert store.completed(RUN) == ("two-step", "proj-fail", "too-big")
+
+
+def test_a_stale_before_still_lands_on_after(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-STORE-3, CIS-STORE-8: the kernel's WRITE decision makes the stored record exactly ``after``."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    first_raw = with_raw(record, clock() + 1, raw="first raw response")
+    assert store.complete(record, first_raw) == first_raw
+    # The caller completes again from a before holding another raw of another size.
+    other_raw = with_raw(record, clock() + 2, raw="2nd")
+    final = ready(other_raw, clock() + 3)
+    assert store.complete(other_raw, final) == final
+    assert store.get(RUN, "call_1") == final
+
+
+def test_completion_charges_stored_bytes(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RUN-6: a completion charges the bytes it stored to the run's byte budget."""
+    store = make_store(clock)
+    open_default_run(store, clock(), byte_budget=200)
+    record = admitted(store, request(clock(), arguments='{"q": 1}'))
+    before = store.get_run(RUN)
+    assert before is not None
+    done = ready(record, clock(), raw="r" * 100, content="c" * 10, scope="s" * 5)
+    assert store.complete(record, done) == done
+    after = store.get_run(RUN)
+    assert after is not None
+    assert after.bytes_used == before.bytes_used + record_bytes(done) - record_bytes(record)
+    assert store.create(request(clock(), "next", arguments='{"q": "' + "z" * 80 + '"}'), LIMITS) is (
+        ErrorCode.RUN_BYTES_EXHAUSTED
+    )
+
+
+# -- reads, TTL and expiry -------------------------------------------------------------
+
+
+def test_get_many_in_one_call(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-PROG-5, CIS-REF-3: batched reads answer every id; missing, unsafe and other-run ids are None."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    open_default_run(store, clock(), run_id="run-2")
+    first = admitted(store, request(clock(), "a"))
+    second = admitted(store, request(clock(), "b"))
+    done = ready(second, clock())
+    store.complete(second, done)
+    admitted(store, request(clock(), "c", run_id="run-2"))
+    found = store.get_many(RUN, ["b", "a", "missing", "c", "bad id", "a"])
+    assert dict(found) == {"b": done, "a": first, "missing": None, "c": None, "bad id": None}
+    lean = store.get_many(RUN, ["b", "a"], include_raw=False)
+    assert dict(lean) == {"b": evolve(done, raw_response=None), "a": first}
+    assert store.get_many(RUN, []) == {}
+    assert dict(store.get_many("not safe", ["a"])) == {"a": None}
+
+
+def test_ttl_is_set_once_and_never_extended(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-TTL-1, CIS-TTL-2, CIS-TTL-5: remaining TTL is positive after each step and never grows."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    assert record.expires_at_ms == clock() + TTL_MS
+    seen = [store.ttl_remaining_ms(RUN, "call_1")]
+    for _ in range(3):
+        store.get(RUN, "call_1")
+        store.get_many(RUN, ["call_1"])
+        seen.append(store.ttl_remaining_ms(RUN, "call_1"))
+    clock.advance(1_000)
+    raw = with_raw(record, clock())
+    store.complete(record, raw)
+    seen.append(store.ttl_remaining_ms(RUN, "call_1"))
+    clock.advance(1_000)
+    done = ready(raw, clock())
+    store.complete(raw, done)
+    seen.append(store.ttl_remaining_ms(RUN, "call_1"))
+    values = [value for value in seen if value is not None]
+    assert len(values) == len(seen)
+    assert all(0 < value <= TTL_MS for value in values)
+    assert values == sorted(values, reverse=True)
+    assert values[-1] <= TTL_MS - 2_000
+    stored = store.get(RUN, "call_1")
+    assert stored is not None
+    assert stored.expires_at_ms == record.expires_at_ms
+
+
+def test_an_expired_record_is_absent_and_never_recreated(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-TTL-4, CIS-STORE-4: past expiry (injected clock) a record is absent; a late CAS writes nothing."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    other = admitted(store, request(clock(), "other"))
+    late_ready = ready(record, record.expires_at_ms - 1)  # decided just in time, delivered late
+    late_error = failed(other, other.expires_at_ms - 1, ErrorCode.EXECUTION_TIMEOUT)
+    clock.now = record.expires_at_ms
+    assert store.get(RUN, "call_1") is None
+    assert dict(store.get_many(RUN, ["call_1", "other"])) == {"call_1": None, "other": None}
+    assert store.ttl_remaining_ms(RUN, "call_1") is None
+    assert store.complete(record, late_ready) is ErrorCode.INVALID_TRANSITION
+    assert store.complete(other, late_error) is ErrorCode.INVALID_TRANSITION
+    assert store.get(RUN, "call_1") is None
+    assert store.completed(RUN) == ()
+
+
+def test_an_expired_key_can_be_admitted_again(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-TTL-4, CIS-TTL-1: once expired, the key is absent: a new invocation gets a fresh record and TTL."""
+    store = make_store(clock)
+    open_default_run(store, clock(), ttl_ms=1_000)
+    record = admitted(store, request(clock()))
+    late = ready(record, record.expires_at_ms - 1)
+    clock.now = record.expires_at_ms
+    again = admitted(store, request(clock()))
+    assert again.sequence == 2
+    assert again.expires_at_ms == clock() + 1_000
+    assert store.get(RUN, "call_1") == again
+    assert store.complete(record, late) is ErrorCode.INVALID_TRANSITION
+    assert store.calls(RUN) == ("call_1", "call_1")
+
+
+def test_unsafe_ids_read_as_absent(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-ID-3, CIS-STORE-1: reads answer any id without raising; unsafe ids have no record."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    for bad in ("", "a b", "a*", "x" * 129, "{run}"):
+        assert store.get(RUN, bad) is None
+        assert store.get(bad, "call_1") is None
+        assert store.ttl_remaining_ms(RUN, bad) is None
+        assert store.get_run(bad) is None
+        assert store.calls(bad) == ()
+        assert store.completed(bad) == ()
+
+
+# -- concurrency -----------------------------------------------------------------------
+
+
+def _race(workers: int, job: Callable[[int], object]) -> list[object]:
+    barrier = threading.Barrier(workers)
+    results: list[object] = [None] * workers
+
+    def run(index: int) -> None:
+        barrier.wait()
+        results[index] = job(index)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return results
+
+
+def test_eight_threads_race_for_one_key(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-ID-5, CIS-STORE-2, CIS-STORE-4: 8 threads create one key: one wins, 7 get DUPLICATE_TOOL_CALL."""
+    store = make_store(clock)
+    open_default_run(store, clock())
+    requests = [request(clock(), "contended", arguments=f'{{"worker": {index}}}') for index in range(8)]
+    results = _race(8, lambda index: store.create(requests[index], LIMITS))
+    winners = [result for result in results if isinstance(result, Admission)]
+    assert len(winners) == 1
+    assert results.count(ErrorCode.DUPLICATE_TOOL_CALL) == 7
+    assert store.get(RUN, "contended") == winners[0].record
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.tool_calls_used == 1
+
+
+def test_budget_race_creates_exactly_k(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-RUN-5: 8 threads on a run with budget 3 create exactly 3; the rest: TOOL_BUDGET_EXHAUSTED."""
+    store = make_store(clock)
+    open_default_run(store, clock(), tool_call_budget=3)
+    results = _race(8, lambda index: store.create(request(clock(), f"call_{index}"), LIMITS))
+    winners = [result for result in results if isinstance(result, Admission)]
+    assert len(winners) == 3
+    assert results.count(ErrorCode.TOOL_BUDGET_EXHAUSTED) == 5
+    assert sorted(winner.record.sequence for winner in winners) == [1, 2, 3]
+    assert sorted(store.calls(RUN)) == sorted(winner.record.tool_call_id for winner in winners)
+
+
+def test_large_raw_responses_are_kept_whole(make_store: MakeStore, clock: FakeClock) -> None:
+    """CIS-REC-3, CIS-SIZE-1, CIS-RETRY-2: a 300 KiB raw response is kept whole, replayed, not overwritten."""
+    store = make_store(clock)
+    open_default_run(store, clock(), byte_budget=10_000_000)
+    record = admitted(store, request(clock(), "big"))
+    raw = "é" + "r" * (300 * 1024) + "日"
+    with_big = with_raw(record, clock() + 1, raw=raw)
+    assert store.complete(record, with_big) == with_big
+    done = ready(with_big, clock() + 2)
+    assert store.complete(with_big, done) == done
+    assert store.complete(with_big, done) == done  # replay
+    other = ready(with_raw(record, clock() + 3, raw="x" * 200_000), clock() + 3)
+    assert store.complete(record, other) is ErrorCode.INVALID_TRANSITION
+    assert store.get(RUN, "big") == done
+    assert dict(store.get_many(RUN, ["big"])) == {"big": done}
+    # A stale before whose big raw differs from the stored one still lands on after.
+    second = admitted(store, request(clock(), "big-2"))
+    first_raw = with_raw(second, clock() + 1, raw="a" * 40_000)
+    assert store.complete(second, first_raw) == first_raw
+    other_raw = with_raw(second, clock() + 2, raw="b" * 50_000)
+    final = ready(other_raw, clock() + 3)
+    assert store.complete(other_raw, final) == final
+    assert store.get(RUN, "big-2") == final
