@@ -114,14 +114,15 @@ return 'FRESH'
 # ARGV[2] - the target status (kernel RUN_TRANSITIONS[(ACTIVE, operation)])
 # return "OK <10 run values before the change>" after setting status (TTL kept);
 #   "ERR RUN_INACTIVE" for an absent or lapsed run; "ERR INVALID_TRANSITION" for a
-#   run that is not ACTIVE.
+#   run that is neither ACTIVE nor already in the target status (a retried cancel or
+#   close answers like the first).
 END_RUN_SCRIPT: Final = f"""
 local now = tonumber(ARGV[1])
 local cur = {_HMGET_RUN}
 if not cur[6] or now >= tonumber(cur[6]) then
   return 'ERR RUN_INACTIVE'
 end
-if cur[2] ~= 'ACTIVE' then
+if cur[2] ~= 'ACTIVE' and cur[2] ~= ARGV[2] then
   return 'ERR INVALID_TRANSITION'
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2])

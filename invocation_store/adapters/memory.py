@@ -149,10 +149,10 @@ class MemoryStore:
                 return stored
             self._records[(after.run_id, after.tool_call_id)] = after
             run = self._run(after.run_id, now)
-            if run is not None:
+            if run is not None:  # the run's lists live and lapse with the run state
                 self._runs[after.run_id] = run_usage_after(run, before, after)
-            if after.terminal:
-                self._done.setdefault(after.run_id, []).append(after.tool_call_id)
+                if after.terminal:
+                    self._done.setdefault(after.run_id, []).append(after.tool_call_id)
             return after
 
     def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:

@@ -34,6 +34,7 @@ from ._refs import (
 from ._sizes import record_bytes, utf8_len
 from ._state import (
     FAILURE_CODES,
+    MAX_SAFE_INT,
     RUN_TRANSITIONS,
     TRANSITIONS,
     Admission,
@@ -61,6 +62,7 @@ __all__ = [
     "ERROR_MESSAGES",
     "FAILURE_CODES",
     "MAX_ID_LENGTH",
+    "MAX_SAFE_INT",
     "PREFLIGHT_ORDER",
     "RUN_TRANSITIONS",
     "TRANSITIONS",

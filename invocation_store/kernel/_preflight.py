@@ -76,6 +76,7 @@ def check_envelope(
         policy is None
         or not isinstance(envelope.tool_name, str)
         or policy.name != envelope.tool_name
+        or utf8_len(envelope.tool_name) is None  # a name with no UTF-8 form cannot be stored
         or policy.authorized is not True
     ):
         return ErrorCode.UNAUTHORIZED

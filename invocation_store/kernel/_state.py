@@ -43,6 +43,7 @@ from ._sizes import record_bytes, utf8_len
 
 __all__ = [
     "FAILURE_CODES",
+    "MAX_SAFE_INT",
     "RUN_TRANSITIONS",
     "TRANSITIONS",
     "Admission",
@@ -146,10 +147,14 @@ TRANSITIONS: Final[dict[tuple[Phase, type[Event]], frozenset[Phase]]] = {
     (Phase.AWAITING_PROJECTION, SweptStale): frozenset({Phase.ERROR}),
 }
 
-#: Run lifecycle table: (status, operation) -> next status (CIS-RUN-2).
+#: Run lifecycle table: (status, operation) -> next status (CIS-RUN-2). The two
+#: self-loops make a retried cancel or close (redis-py retries a command whose reply
+#: was lost) answer like the first, instead of INVALID_TRANSITION (CIS-RETRY-3).
 RUN_TRANSITIONS: Final[dict[tuple[RunStatus, str], RunStatus]] = {
     (RunStatus.ACTIVE, "cancel"): RunStatus.CANCELLED,
     (RunStatus.ACTIVE, "close"): RunStatus.CLOSED,
+    (RunStatus.CANCELLED, "cancel"): RunStatus.CANCELLED,
+    (RunStatus.CLOSED, "close"): RunStatus.CLOSED,
 }
 
 #: Codes a :class:`Failed` event may carry (CIS-FAIL-1).
@@ -164,6 +169,10 @@ FAILURE_CODES: Final[frozenset[ErrorCode]] = frozenset(
         ErrorCode.STORE_UNAVAILABLE,
     }
 )
+
+#: Largest number a run or record carries: times and budgets must survive a trip
+#: through Lua (doubles) and JSON (I-JSON) unchanged (CIS-STORE-8).
+MAX_SAFE_INT: Final = 2**53 - 1
 
 _EVENT_TYPES: Final = (Begin, RawReceived, ProjectionReceived, Failed, SweptStale)
 _VALID_EVIDENCE: Final = frozenset({EvidenceStatus.EVIDENCE_FOUND, EvidenceStatus.NO_EVIDENCE})
@@ -507,8 +516,8 @@ def open_run(
         ("tool_call_budget", tool_call_budget, 0),
         ("byte_budget", byte_budget, 0),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name} must be an int >= {minimum}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SAFE_INT:
+            raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
     fresh = RunState(
         run_id=run_id,
         status=RunStatus.ACTIVE,
@@ -540,12 +549,18 @@ def _end_run(run: RunState | None, operation: str, now_ms: int) -> RunState | Er
 
 
 def cancel_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
-    """ACTIVE -> CANCELLED (CIS-RUN-2); RUN_INACTIVE if absent/expired, else INVALID_TRANSITION."""
+    """ACTIVE -> CANCELLED (CIS-RUN-2); a cancelled run stays so (a retry, CIS-RETRY-3).
+
+    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a closed run.
+    """
     return _end_run(run, "cancel", now_ms)
 
 
 def close_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
-    """ACTIVE -> CLOSED (CIS-RUN-2); RUN_INACTIVE if absent/expired, else INVALID_TRANSITION."""
+    """ACTIVE -> CLOSED (CIS-RUN-2); a closed run stays so (a retry, CIS-RETRY-3).
+
+    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a cancelled run.
+    """
     return _end_run(run, "close", now_ms)
 
 
