@@ -1,19 +1,826 @@
-"""`invocation-store replay`: placeholder until its issue lands (not a feature)."""
+"""`invocation-store replay TRANSCRIPT`: run a provider transcript's tool calls through the boundary.
+
+The transcript is a JSON file in one provider's own shape (detected, or chosen with
+``--format``):
+
+- ``openai-chat``: ``{"messages": [...]}`` whose assistant messages carry
+  ``tool_calls``, or a completion ``{"choices": [{"message": ...}]}``;
+- ``openai-responses``: ``{"input": [...]}`` and/or ``{"output": [...]}`` holding
+  ``function_call`` items;
+- ``anthropic``: ``{"messages": [...]}`` whose assistant ``content`` holds
+  ``tool_use`` blocks, or one Message ``{"type": "message", "content": [...]}``;
+- ``gemini``: ``{"contents": [...]}`` whose model turns hold ``functionCall``
+  parts, or a response ``{"candidates": [{"content": ...}]}``.
+
+Two conventions of this project ride along (providers ignore unknown keys):
+
+- a top-level ``"x_invocation_store"`` object: ``run_id`` (the run's id),
+  ``description``, ``data_dir`` (relative to the transcript file) and ``options``
+  (defaults for this transcript, named like the long options with ``_``:
+  ``raw_limit``, ``request_limit``, ``result_limit``, ``record_limit``,
+  ``ttl_ms``, ``deadline_ms``, ``tool_budget``, ``byte_budget``). Command-line
+  options win over the transcript's, which win over the built-in defaults;
+- an ``"x_run_id"`` key on one call item (on a Gemini part or inside its
+  ``functionCall``): the run id that call's envelope carries. Every other call
+  carries the run's own id. A different one simulates an envelope from another run
+  (RUN_MISMATCH, CIS-PRE-3).
+
+Every call runs through :class:`~invocation_store.boundary.ToolBoundary` with the
+example tools of :mod:`invocation_store.tools`, in transcript order (the calls of
+one message one after the other, so sequences are deterministic). The output lists
+the run's canonical records (sizes only, never a raw response or a request text),
+the calls rejected before any record was written, and the progress facts.
+
+Exit status: 0 when the transcript was replayed (whatever the calls' outcomes), 1
+when the store failed or the run could not be opened, 2 for a malformed transcript
+or a bad option (one line on stderr, never a traceback).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from attrs import evolve, frozen
+
+from ..adapters import DEFAULT_PREFIX, InvocationStore, MemoryStore, StoreUnavailableError
+from ..boundary import ToolBoundary
+from ..kernel import (
+    PREFLIGHT_ORDER,
+    CanonicalRecord,
+    ErrorCode,
+    Limits,
+    ProgressReport,
+    RunContext,
+    ToolCallEnvelope,
+    is_safe_id,
+    utf8_len,
+)
+from ..providers import (
+    envelope_from_anthropic,
+    envelope_from_gemini,
+    envelope_from_openai_chat,
+    envelope_from_openai_responses,
+)
+from ..tools import DEFAULT_SUMMARY_BYTES, default_registry
+
+__all__ = [
+    "FORMATS",
+    "TranscriptError",
+    "detect_format",
+    "extract_calls",
+    "load_transcript",
+    "register",
+    "replay",
+    "run",
+]
+
+#: Supported transcript formats, as ``--format`` spells them.
+FORMATS = ("openai-chat", "openai-responses", "anthropic", "gemini")
+
+#: Built-in defaults of the run options (the limits default to :class:`Limits`').
+DEFAULTS: dict[str, int] = {
+    "ttl_ms": 3_600_000,
+    "deadline_ms": 300_000,
+    "tool_budget": 100,
+    "byte_budget": 64 * 1024 * 1024,
+    "request_limit": Limits().request_bytes,
+    "raw_limit": Limits().raw_bytes,
+    "result_limit": Limits().agent_result_bytes,
+    "record_limit": Limits().record_bytes,
+}
+
+#: Default data folder when neither ``--data-dir`` nor the transcript names one.
+DEFAULT_DATA_DIR = Path("examples") / "data"
+
+_META = "x_invocation_store"
+_RUN_NOTE = "x_run_id"
+_META_KEYS = {"run_id", "description", "data_dir", "options"}
+_PROG = "invocation-store replay"
+_NO_RECORD = frozenset({*PREFLIGHT_ORDER, ErrorCode.STORE_UNAVAILABLE, None})
+
+
+class TranscriptError(Exception):
+    """The transcript cannot be replayed; the message is one safe line (exit 2)."""
+
+
+@frozen(kw_only=True)
+class Call:
+    """One tool call found in a transcript: its 1-based position and its envelope."""
+
+    index: int
+    envelope: ToolCallEnvelope
+
+
+@frozen(kw_only=True)
+class Transcript:
+    """A loaded transcript: its format, its calls and its ``x_invocation_store`` settings."""
+
+    path: Path
+    format: str
+    run_id: str
+    data_dir: Path | None
+    options: Mapping[str, int]
+    calls: tuple[Call, ...]
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def _messages(document: Mapping[str, Any]) -> list[Any]:
+    messages = document.get("messages")
+    return messages if isinstance(messages, list) else []
+
+
+def _has_block(message: object, kind: str) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == kind for block in content
+    )
+
+
+def detect_format(document: Mapping[str, Any]) -> str | None:
+    """The transcript's format by its shape, or None when no rule matches.
+
+    Gemini has ``contents``/``candidates``; OpenAI Responses has ``input``/``output``
+    lists of typed items or ``"object": "response"``; Chat Completions has
+    ``choices`` or messages with ``tool_calls`` (or ``role: tool``); Anthropic has
+    messages (or a Message) whose content holds ``tool_use`` blocks.
+    """
+    if isinstance(document.get("contents"), list) or isinstance(document.get("candidates"), list):
+        return "gemini"
+    if document.get("object") == "response":
+        return "openai-responses"
+    for key in ("input", "output"):
+        items = document.get(key)
+        if isinstance(items, list) and any(
+            isinstance(item, dict) and item.get("type") in ("function_call", "function_call_output")
+            for item in items
+        ):
+            return "openai-responses"
+    if isinstance(document.get("choices"), list):
+        return "openai-chat"
+    messages = _messages(document)
+    if any(isinstance(m, dict) and ("tool_calls" in m or m.get("role") == "tool") for m in messages):
+        return "openai-chat"
+    if any(_has_block(m, "tool_use") or _has_block(m, "tool_result") for m in messages):
+        return "anthropic"
+    if document.get("type") == "message" and _has_block(document, "tool_use"):
+        return "anthropic"
+    return None
+
+
+def _note(item: object, fallback: str) -> object:
+    """The item's ``x_run_id`` annotation (for Gemini also inside ``functionCall``), or ``fallback``."""
+    if not isinstance(item, dict):
+        return fallback
+    if _RUN_NOTE in item:
+        return item[_RUN_NOTE]
+    call = item.get("functionCall")
+    if isinstance(call, dict) and _RUN_NOTE in call:
+        return call[_RUN_NOTE]
+    return fallback
+
+
+def _openai_chat(document: Mapping[str, Any]) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
+    messages = _messages(document)
+    if not messages and isinstance(document.get("choices"), list):
+        messages = [c.get("message") if isinstance(c, dict) else None for c in document["choices"][:1]]
+    if not messages:
+        raise TranscriptError("an openai-chat transcript needs a 'messages' (or 'choices') list")
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if calls is None:
+            continue
+        if not isinstance(calls, list):
+            raise TranscriptError("an openai-chat 'tool_calls' value is not a list")
+        for item in calls:
+            yield item, envelope_from_openai_chat
+
+
+def _openai_responses(
+    document: Mapping[str, Any],
+) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
+    lists = [document[key] for key in ("input", "output") if isinstance(document.get(key), list)]
+    if not lists:
+        raise TranscriptError("an openai-responses transcript needs an 'input' or 'output' list")
+    for items in lists:
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                yield item, envelope_from_openai_responses
+
+
+def _anthropic(document: Mapping[str, Any]) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
+    messages = _messages(document)
+    if not messages and document.get("type") == "message":
+        messages = [document]
+    if not messages:
+        raise TranscriptError("an anthropic transcript needs a 'messages' list")
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                yield block, envelope_from_anthropic
+
+
+def _gemini(document: Mapping[str, Any]) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
+    contents = document.get("contents")
+    if not isinstance(contents, list):
+        candidates = document.get("candidates")
+        contents = (
+            [c.get("content") if isinstance(c, dict) else None for c in candidates[:1]]
+            if isinstance(candidates, list)
+            else None
+        )
+    if contents is None:
+        raise TranscriptError("a gemini transcript needs a 'contents' (or 'candidates') list")
+    for content in contents:
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            continue
+        for part in parts:
+            if isinstance(part, dict) and ("functionCall" in part or "function_call" in part):
+                yield part, envelope_from_gemini
+
+
+_EXTRACTORS: dict[
+    str, Callable[[Mapping[str, Any]], Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]]
+] = {
+    "openai-chat": _openai_chat,
+    "openai-responses": _openai_responses,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+}
+
+
+def extract_calls(document: Mapping[str, Any], fmt: str, run_id: str) -> tuple[Call, ...]:
+    """Every tool call of ``document`` as an envelope, in transcript order (CIS-PRE-7).
+
+    Envelopes carry ``run_id`` unless the item has an ``x_run_id`` annotation. A
+    malformed call item is kept (the boundary answers it with a code); a malformed
+    structure raises :class:`TranscriptError`.
+    """
+    calls: list[Call] = []
+    for item, convert in _EXTRACTORS[fmt](document):
+        note = _note(item, run_id)
+        envelope = convert(item, run_id)
+        if note != run_id:
+            envelope = evolve(envelope, run_id=note if isinstance(note, str) else None)
+        calls.append(Call(index=len(calls) + 1, envelope=envelope))
+    return tuple(calls)
+
+
+def _meta(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = document.get(_META, {})
+    if not isinstance(meta, dict):
+        raise TranscriptError(f"'{_META}' must be an object")
+    unknown = set(meta) - _META_KEYS
+    if unknown:
+        raise TranscriptError(f"'{_META}' has unknown keys: {', '.join(sorted(unknown))}")
+    return meta
+
+
+def _options(meta: Mapping[str, Any]) -> dict[str, int]:
+    options = meta.get("options", {})
+    if not isinstance(options, dict):
+        raise TranscriptError(f"'{_META}.options' must be an object")
+    checked: dict[str, int] = {}
+    for key, value in options.items():
+        if key not in DEFAULTS:
+            raise TranscriptError(f"'{_META}.options' has an unknown key: {key}")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise TranscriptError(f"'{_META}.options.{key}' must be a positive integer")
+        checked[key] = value
+    return checked
+
+
+def _default_run_id(path: Path) -> str:
+    stem = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_-.:") else "-" for ch in path.stem)
+    return f"replay-{stem}"[:128]
+
+
+def load_transcript(path: Path, fmt: str = "auto", run_id: str | None = None) -> Transcript:
+    """Read, detect and extract a transcript; :class:`TranscriptError` for anything malformed.
+
+    ``fmt`` is ``"auto"`` or one of :data:`FORMATS`. The run id (which the envelopes
+    carry, unless annotated otherwise) is ``run_id`` if given, else the transcript's
+    ``x_invocation_store.run_id``, else ``replay-<file stem>``.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TranscriptError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TranscriptError(f"{path}: is a directory, not a transcript file") from None
+    except UnicodeDecodeError:
+        raise TranscriptError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise TranscriptError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(document, dict):
+        raise TranscriptError(f"{path}: a transcript is a JSON object, not a {type(document).__name__}")
+    meta = _meta(document)
+    if fmt == "auto":
+        detected = detect_format(document)
+        if detected is None:
+            raise TranscriptError(
+                f"{path}: cannot detect the transcript format (no tool calls in a known shape); "
+                f"use --format {{{','.join(FORMATS)}}}"
+            )
+        fmt = detected
+    meta_run_id = meta.get("run_id", _default_run_id(path))
+    if not isinstance(meta_run_id, str):
+        raise TranscriptError(f"'{_META}.run_id' must be a string")
+    if run_id is None:
+        run_id = meta_run_id
+    data_dir = meta.get("data_dir")
+    if data_dir is not None and not isinstance(data_dir, str):
+        raise TranscriptError(f"'{_META}.data_dir' must be a string")
+    try:
+        calls = extract_calls(document, fmt, run_id)
+    except RecursionError:
+        raise TranscriptError(f"{path}: nested too deeply") from None
+    return Transcript(
+        path=path,
+        format=fmt,
+        run_id=run_id,
+        data_dir=None if data_dir is None else (path.parent / data_dir),
+        options=_options(meta),
+        calls=calls,
+    )
+
+
+# -- replay -----------------------------------------------------------------------------------
+
+
+@frozen(kw_only=True)
+class Settings:
+    """The resolved run options (ms, counts and UTF-8 bytes)."""
+
+    run_id: str
+    data_dir: Path
+    ttl_ms: int
+    deadline_ms: int
+    tool_budget: int
+    byte_budget: int
+    limits: Limits
+
+
+def _resolve(args: argparse.Namespace, transcript: Transcript) -> Settings:
+    values = {key: transcript.options.get(key, default) for key, default in DEFAULTS.items()}
+    for key in DEFAULTS:
+        given = getattr(args, key, None)
+        if given is not None:
+            values[key] = given
+    if args.data_dir is not None:
+        data_dir = Path(args.data_dir)
+    elif transcript.data_dir is not None:
+        data_dir = transcript.data_dir
+    else:
+        data_dir = DEFAULT_DATA_DIR
+    if not data_dir.is_dir():
+        raise TranscriptError(f"data folder {data_dir} does not exist (use --data-dir)")
+    run_id = transcript.run_id
+    if not is_safe_id(run_id):
+        raise TranscriptError("the run id is not a safe id (1-128 of A-Z a-z 0-9 _ - . :)")
+    limits = Limits(
+        request_bytes=values["request_limit"],
+        raw_bytes=values["raw_limit"],
+        agent_result_bytes=values["result_limit"],
+        record_bytes=values["record_limit"],
+    )
+    return Settings(
+        run_id=run_id,
+        data_dir=data_dir,
+        ttl_ms=values["ttl_ms"],
+        deadline_ms=values["deadline_ms"],
+        tool_budget=values["tool_budget"],
+        byte_budget=values["byte_budget"],
+        limits=limits,
+    )
+
+
+class ReplayError(Exception):
+    """The replay could not run (store unavailable, run not opened): exit 1, one safe line."""
+
+
+def _size(text: str | None) -> int | None:
+    return None if text is None else utf8_len(text)
+
+
+def record_row(record: CanonicalRecord, ttl_ms: int | None) -> dict[str, Any]:
+    """One record as a JSON-ready row: identity, status, sizes (UTF-8 bytes) and TTL left (ms).
+
+    ``raw_bytes`` is None when no raw response is stored (RESULT_TOO_LARGE, executor
+    failures); ``agent_result_bytes`` counts content + scope, as the agent-result
+    limit does. No request text or raw response is copied into the row (CIS-BND-4).
+    """
+    result = None
+    if record.agent_result is not None:
+        result = (_size(record.agent_result) or 0) + (_size(record.scope) or 0)
+    return {
+        "sequence": record.sequence,
+        "tool_call_id": record.tool_call_id,
+        "tool": record.tool_name,
+        "status": record.status.value,
+        "evidence_status": None if record.evidence_status is None else record.evidence_status.value,
+        "error_code": None if record.error_code is None else record.error_code.value,
+        "request_bytes": _size(record.request_json),
+        "raw_bytes": _size(record.raw_response),
+        "agent_result_bytes": result,
+        "ttl_remaining_ms": ttl_ms,
+    }
+
+
+def _id_note(envelope: ToolCallEnvelope) -> str:
+    value = envelope.tool_call_id
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return "(missing)"
+    return "(unsafe)"
+
+
+def _tool_label(name: object) -> str | None:
+    if not isinstance(name, str):
+        return None
+    if is_safe_id(name):
+        return name
+    return "(unprintable name)"
+
+
+def _progress(report: ProgressReport) -> dict[str, Any]:
+    return {
+        "facts": [
+            {
+                "tool_call_id": fact.tool_call_id,
+                "tool": fact.tool_name,
+                "sequence": fact.sequence,
+                "evidence_status": fact.evidence_status.value,
+                "negative": fact.negative,
+                "content": fact.content,
+                "scope": fact.scope,
+            }
+            for fact in report.facts
+        ],
+        "excluded": {reason.value: count for reason, count in sorted(report.excluded.items())},
+        "omitted": report.omitted,
+    }
+
+
+def replay(
+    transcript: Transcript, settings: Settings, store: InvocationStore, *, store_kind: str
+) -> dict[str, Any]:
+    """Replay ``transcript`` into ``store``; returns the JSON-ready report.
+
+    Opens the run, invokes every call through a :class:`ToolBoundary` with the
+    example tools, projects the run's progress, closes the run, then reads the run's
+    records (sizes and remaining TTL only: no raw response or request text is put in
+    the report, CIS-BND-4). Raises :class:`ReplayError` when the run cannot be opened
+    and :class:`~invocation_store.adapters.StoreUnavailableError` when the store fails.
+    """
+    registry = default_registry(
+        settings.data_dir, summary_bytes=min(DEFAULT_SUMMARY_BYTES, settings.limits.agent_result_bytes)
+    )
+    boundary = ToolBoundary(store, registry, limits=settings.limits)
+    opened = boundary.open_run(
+        settings.run_id,
+        deadline_ms=boundary.now_ms() + settings.deadline_ms,
+        ttl_ms=settings.ttl_ms,
+        tool_call_budget=settings.tool_budget,
+        byte_budget=settings.byte_budget,
+    )
+    if opened is ErrorCode.STORE_UNAVAILABLE:
+        raise StoreUnavailableError("open_run")
+    if isinstance(opened, ErrorCode):
+        raise ReplayError(
+            f"cannot open run {settings.run_id}: {opened.value} "
+            "(a live run with this id and other parameters exists; choose another --run-id)"
+        )
+    context: RunContext = opened
+    calls: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
+    for call in transcript.calls:
+        result = boundary.invoke(context, call.envelope)
+        code = None if result.code is None else result.code.value
+        shown = result.tool_call_id  # echoed only when safe (CIS-ERR-1)
+        # Preflight codes leave no record (CIS-PRE-1); after STORE_UNAVAILABLE it is unknown,
+        # so such a call is listed with the rejected ones (the records table reads the store).
+        has_record = result.ok or result.code not in _NO_RECORD
+        entry = {
+            "index": call.index,
+            "tool_call_id": shown,
+            "tool": _tool_label(call.envelope.tool_name),
+            "ok": result.ok,
+            "evidence_status": None if result.evidence_status is None else result.evidence_status.value,
+            "code": code,
+            "record": has_record,
+        }
+        calls.append(entry)
+        if not has_record:
+            rejected.append(
+                {
+                    "index": call.index,
+                    "tool_call_id": shown,
+                    "id_note": None if shown is not None else _id_note(call.envelope),
+                    "tool": entry["tool"],
+                    "code": code,
+                }
+            )
+    report = boundary.project_progress(context)
+    closed = boundary.close_run(context)
+    ids = store.calls(settings.run_id)
+    records = store.get_many(settings.run_id, ids)
+    rows = []
+    for tool_call_id in ids:
+        record = records.get(tool_call_id)
+        if record is not None:
+            rows.append(record_row(record, store.ttl_remaining_ms(settings.run_id, tool_call_id)))
+    run_state = store.get_run(settings.run_id)
+    return {
+        "run": {
+            "run_id": settings.run_id,
+            "transcript": str(transcript.path),
+            "format": transcript.format,
+            "store": store_kind,
+            "status": None if isinstance(closed, ErrorCode) else closed.status.value,
+            "ttl_ms": settings.ttl_ms,
+            "deadline_ms": settings.deadline_ms,
+            "tool_call_budget": settings.tool_budget,
+            "byte_budget": settings.byte_budget,
+            "tool_calls_used": None if run_state is None else run_state.tool_calls_used,
+            "bytes_used": None if run_state is None else run_state.bytes_used,
+            "limits": {
+                "request_bytes": settings.limits.request_bytes,
+                "raw_bytes": settings.limits.raw_bytes,
+                "agent_result_bytes": settings.limits.agent_result_bytes,
+                "record_bytes": settings.limits.record_bytes,
+            },
+        },
+        "calls": calls,
+        "records": rows,
+        "rejected": rejected,
+        "progress": _progress(report),
+    }
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: set[int] | None = None) -> str:
+    """A plain-text table: ``numeric`` column indexes are right-aligned, ``None`` shows as ``-``."""
+    numeric = numeric or set()
+    cells = [[("-" if value is None else str(value)) for value in row] for row in rows]
+    widths = [len(header) for header in headers]
+    for row in cells:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(cell))
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            value.rjust(widths[index]) if index in numeric else value.ljust(widths[index])
+            for index, value in enumerate(values)
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(list(headers)), *(line(row) for row in cells)])
+
+
+def ttl_text(ttl_ms: int | None) -> str | None:
+    """Remaining TTL as seconds with one decimal (``3599.9s``), None when unknown."""
+    return None if ttl_ms is None else f"{ttl_ms / 1000:.1f}s"
+
+
+def _first_line(text: str) -> str:
+    lines = text.splitlines() or [""]
+    more = len(lines) - 1
+    return lines[0] + (f"  (+{more} more line{'s' if more > 1 else ''})" if more else "")
+
+
+def render_text(result: Mapping[str, Any]) -> str:
+    """The human-readable report: header, records table, rejected calls, progress facts."""
+    run = result["run"]
+    records = result["records"]
+    rejected = result["rejected"]
+    ready = sum(1 for row in records if row["status"] == "READY")
+    errors = sum(1 for row in records if row["status"] == "ERROR")
+    out = [
+        f"run {run['run_id']}  ({run['format']} transcript {run['transcript']}, {run['store']} store, "
+        f"run {run['status'] or 'not closed'})",
+        f"{len(result['calls'])} tool calls: {len(records)} records ({ready} READY, {errors} ERROR), "
+        f"{len(rejected)} rejected before any record was written",
+        "",
+        "Canonical records (admission order; sizes in UTF-8 bytes, '-' = nothing stored; "
+        "raw responses are never printed)",
+        table(
+            [
+                "seq",
+                "tool_call_id",
+                "tool",
+                "status",
+                "evidence",
+                "request",
+                "raw",
+                "result",
+                "ttl left",
+                "error",
+            ],
+            [
+                [
+                    row["sequence"],
+                    row["tool_call_id"],
+                    row["tool"],
+                    row["status"],
+                    row["evidence_status"],
+                    row["request_bytes"],
+                    row["raw_bytes"],
+                    row["agent_result_bytes"],
+                    ttl_text(row["ttl_remaining_ms"]),
+                    row["error_code"],
+                ]
+                for row in records
+            ],
+            numeric={0, 5, 6, 7, 8},
+        ),
+    ]
+    if rejected:
+        out += [
+            "",
+            "Rejected calls (no record written, executor never ran)",
+            table(
+                ["call", "tool_call_id", "tool", "code"],
+                [
+                    [row["index"], row["tool_call_id"] or row["id_note"], row["tool"], row["code"]]
+                    for row in rejected
+                ],
+                numeric={0},
+            ),
+        ]
+    progress = result["progress"]
+    excluded = ", ".join(f"{reason} {count}" for reason, count in progress["excluded"].items()) or "none"
+    out += [
+        "",
+        f"Progress facts ({len(progress['facts'])} facts; excluded: {excluded}; "
+        f"omitted: {progress['omitted']})",
+    ]
+    for number, fact in enumerate(progress["facts"], start=1):
+        kind = "negative observation" if fact["negative"] else "evidence"
+        out.append(f"{number:>3}. [{fact['sequence']}] {fact['tool_call_id']} {fact['tool']}: {kind}")
+        out.append(f"     {_first_line(fact['content'])}")
+        out.append(f"     scope: {fact['scope']}")
+    usage = (
+        f"{run['tool_calls_used']}/{run['tool_call_budget']} calls, "
+        f"{run['bytes_used']}/{run['byte_budget']} bytes"
+    )
+    out += ["", f"run budget used: {usage}"]
+    return "\n".join(out)
+
+
+# -- argparse ---------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a positive integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
 
 
 def register(subparsers: Any) -> None:
-    """Add the `replay` subcommand."""
-    parser = subparsers.add_parser("replay", help="(not yet available)")
+    """Add the ``replay`` subcommand and its options (all documented in ``--help``)."""
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay a provider transcript's tool calls through the ToolBoundary",
+        description=(
+            "Run every tool call of an agent transcript (OpenAI Chat Completions, OpenAI Responses, "
+            "Anthropic Messages or Gemini JSON) through the ToolBoundary with the example read-only tools "
+            "(search_logs, query_db, search_runbooks, runbook_outline; restart_service is declared "
+            "writable and read_vault_secret unauthorized, so both are refused), then print the run's "
+            "canonical records (sizes only, never raw responses), the calls rejected before any record, "
+            "and the run's progress facts. Option defaults can also come from the transcript's "
+            "'x_invocation_store.options' object; a command-line option wins. "
+            "Exit 0 after a replay, 1 if the store fails or the run cannot be opened, "
+            "2 for a malformed transcript or option."
+        ),
+    )
+    parser.add_argument("transcript", metavar="TRANSCRIPT", type=Path, help="transcript JSON file")
+    parser.add_argument(
+        "--format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="transcript format; 'auto' (the default) detects it from the document's shape",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also log the boundary's warnings (exception types and codes only) on stderr",
+    )
+    parser.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="use the Redis store at URL (e.g. redis://127.0.0.1:6379/0) instead of the in-memory store",
+    )
+    parser.add_argument(
+        "--prefix",
+        metavar="P",
+        default=DEFAULT_PREFIX,
+        help=f"key prefix in Redis, only with --redis-url (default: {DEFAULT_PREFIX})",
+    )
+    parser.add_argument(
+        "--run-id",
+        metavar="ID",
+        help="the run's id (default: the transcript's x_invocation_store.run_id, else replay-<file stem>)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help=(
+            "folder with logs/*.log, incidents.db and runbooks/*.md (default: the transcript's "
+            f"x_invocation_store.data_dir, relative to the transcript, else {DEFAULT_DATA_DIR})"
+        ),
+    )
+    number_help = {
+        "ttl_ms": ("--ttl-ms", "TTL of every record in ms, set once at creation"),
+        "deadline_ms": ("--deadline-ms", "run deadline, in ms after the run opens"),
+        "tool_budget": ("--tool-budget", "most tool calls admitted in the run"),
+        "byte_budget": ("--byte-budget", "run byte budget: request + stored bytes, UTF-8"),
+        "request_limit": ("--request-limit", "largest arguments text, in UTF-8 bytes"),
+        "raw_limit": ("--raw-limit", "largest raw tool response stored, in UTF-8 bytes"),
+        "result_limit": ("--result-limit", "largest agent result (content + scope), in UTF-8 bytes"),
+        "record_limit": ("--record-limit", "largest whole record, in UTF-8 bytes"),
+    }
+    for key, (flag, text) in number_help.items():
+        parser.add_argument(
+            flag,
+            dest=key,
+            metavar="N",
+            type=_positive,
+            default=None,
+            help=f"{text} (default: {DEFAULTS[key]}, or the transcript's '{key}' option)",
+        )
     parser.set_defaults(func=run)
 
 
-def run(_args: argparse.Namespace) -> int:
-    """Report that the subcommand is not available yet."""
-    print("invocation-store: 'replay' is not available yet", file=sys.stderr)
-    return 2
+def _fail(message: str, code: int) -> int:
+    print(f"{_PROG}: {message}", file=sys.stderr)
+    return code
+
+
+def _open_store(args: argparse.Namespace) -> tuple[InvocationStore, str]:
+    if args.redis_url is None:
+        return MemoryStore(), "memory"
+    from ..adapters.redis import RedisStore  # noqa: PLC0415 - redis only when asked for
+
+    return RedisStore.from_url(args.redis_url, prefix=args.prefix), "redis"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay ``args.transcript`` and print the report; returns the exit status (0, 1 or 2)."""
+    if args.verbose:
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    else:
+        # The report already shows every code; keep Python's last-resort handler quiet.
+        package_logger = logging.getLogger("invocation_store")
+        if not any(isinstance(handler, logging.NullHandler) for handler in package_logger.handlers):
+            package_logger.addHandler(logging.NullHandler())
+    try:
+        transcript = load_transcript(args.transcript, args.format, args.run_id)
+        settings = _resolve(args, transcript)
+    except TranscriptError as exc:
+        return _fail(str(exc), 2)
+    try:
+        store, kind = _open_store(args)
+    except StoreUnavailableError as exc:
+        return _fail(f"the Redis store is unavailable ({exc.cause})", 1)
+    except Exception as exc:  # noqa: BLE001 - a bad URL must not print a traceback or the URL
+        return _fail(f"cannot use the Redis URL ({type(exc).__name__})", 2)
+    try:
+        result = replay(transcript, settings, store, store_kind=kind)
+    except ReplayError as exc:
+        return _fail(str(exc), 1)
+    except StoreUnavailableError as exc:
+        return _fail(f"the {kind} store is unavailable ({exc.cause})", 1)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        print(render_text(result))
+    return 0

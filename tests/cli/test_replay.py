@@ -1,0 +1,467 @@
+"""`invocation-store replay`: example transcripts through the boundary, output and errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from invocation_store._cli import replay as replay_module
+from invocation_store.adapters import MemoryStore
+from invocation_store.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TRANSCRIPTS = ROOT / "examples" / "transcripts"
+
+FOUND, NONE = "EVIDENCE_FOUND", "NO_EVIDENCE"
+
+#: Per transcript: every call in order as (tool_call_id or None, tool, outcome), where the
+#: outcome is the evidence status of a READY call or the code of a failed one.
+EXPECTED: dict[str, list[tuple[str | None, str, str]]] = {
+    "openai_chat.json": [
+        ("call_q1Xb7RkT2mZ9", "search_logs", FOUND),
+        ("call_f8Lw3NcY6pA4", "query_db", FOUND),
+        ("call_Z2vK9dQe1sHu", "search_runbooks", FOUND),
+        ("call_f8Lw3NcY6pA4", "query_db", "DUPLICATE_TOOL_CALL"),
+        ("call_k4Dn7YpR1wQs", "search_logs", FOUND),
+        ("call_m3Rt8UwV0bJx", "restart_service", "NOT_READ_ONLY"),
+        ("call_a7Gh2KsP5nQy", "search_logs", "INVALID_ARGUMENTS"),
+    ],
+    "openai_responses.json": [
+        ("call_Wn4xT9bL2cVe", "search_logs", FOUND),
+        ("call_Ry6uE1oI3pAs", "query_db", FOUND),
+        ("call_Hj5kL8zX0cMn", "read_vault_secret", "UNAUTHORIZED"),
+        ("call_Tq2wE4rT6yUi", "query_db", "EXECUTION_FAILED"),
+        ("call_Pz9xC7vB5nMa", "search_logs", "RUN_MISMATCH"),
+        ("call_Bn3mQ1wE8rTy", "query_db", "INVALID_ARGUMENTS"),
+        ("call_Vc8bN2mK4lJh", "search_runbooks", FOUND),
+    ],
+    "anthropic.json": [
+        ("toolu_01HqV3kX8mZ2wN5rT7yB9cDe", "search_logs", FOUND),
+        ("toolu_01Jr6sP4nL1vQ8xM2zK5aFgh", "runbook_outline", FOUND),
+        ("toolu_01Kw2eR7tY4uI9oP1aS3dLmn", "search_logs", "RESULT_TOO_LARGE"),
+        ("toolu_01Lx5cV8bN3mQ6wE0rT2yUop", "runbook_outline", "PROJECTION_FAILED"),
+        ("toolu_01Mz8aS1dF4gH7jK0lZ3xCqr", "search_logs", NONE),
+    ],
+    "gemini.json": [
+        ("gc-5d3f1a90-0001", "query_db", FOUND),
+        ("gc-5d3f1a90-0002", "search_runbooks", NONE),
+        (None, "search_logs", "MISSING_TOOL_CALL_ID"),
+        ("gc-5d3f1a90-0003", "search_logs", FOUND),
+    ],
+}
+
+FORMATS = {
+    "openai_chat.json": "openai-chat",
+    "openai_responses.json": "openai-responses",
+    "anthropic.json": "anthropic",
+    "gemini.json": "gemini",
+}
+
+#: Codes that leave no record (decided before anything is written).
+NO_RECORD = {
+    "DUPLICATE_TOOL_CALL",
+    "NOT_READ_ONLY",
+    "INVALID_ARGUMENTS",
+    "UNAUTHORIZED",
+    "RUN_MISMATCH",
+    "MISSING_TOOL_CALL_ID",
+    "TOOL_BUDGET_EXHAUSTED",
+}
+
+
+def replay_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """Run ``invocation-store replay --json ...`` in-process and parse its stdout."""
+    code = main(["replay", "--json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def outcomes(result: dict[str, Any]) -> list[tuple[str | None, str, str]]:
+    return [
+        (call["tool_call_id"], call["tool"], call["evidence_status"] if call["ok"] else call["code"])
+        for call in result["calls"]
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_transcript_outcomes(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """CIS-PRE-7, CIS-PRE-2, CIS-ID-5, CIS-BND-2: every example call gets its documented status or code."""
+    result = replay_json(capsys, str(TRANSCRIPTS / name))
+    assert result["run"]["format"] == FORMATS[name]
+    assert outcomes(result) == EXPECTED[name]
+    # Records: exactly the calls that passed preflight, in admission order.
+    admitted = [(tcid, tool, out) for tcid, tool, out in EXPECTED[name] if out not in NO_RECORD]
+    assert [(r["tool_call_id"], r["tool"]) for r in result["records"]] == [(t, n) for t, n, _ in admitted]
+    assert [r["sequence"] for r in result["records"]] == list(range(1, len(admitted) + 1))
+    for record, (_, _, out) in zip(result["records"], admitted, strict=True):
+        if out in (FOUND, NONE):
+            assert (record["status"], record["evidence_status"], record["error_code"]) == ("READY", out, None)
+            assert record["raw_bytes"] > 0
+            assert 0 < record["agent_result_bytes"] <= result["run"]["limits"]["agent_result_bytes"]
+        else:
+            assert (record["status"], record["evidence_status"], record["error_code"]) == (
+                "ERROR",
+                "ERROR",
+                out,
+            )
+            assert record["agent_result_bytes"] is None
+        assert 0 < record["ttl_remaining_ms"] <= result["run"]["ttl_ms"]
+    rejected = [(r["tool_call_id"], r["tool"], r["code"]) for r in result["rejected"]]
+    assert rejected == [(t, n, out) for t, n, out in EXPECTED[name] if out in NO_RECORD]
+    # Progress facts: exactly the READY records, in execution order (design invariant 8).
+    ready = [r for r in result["records"] if r["status"] == "READY"]
+    facts = result["progress"]["facts"]
+    assert [(f["tool_call_id"], f["evidence_status"]) for f in facts] == [
+        (r["tool_call_id"], r["evidence_status"]) for r in ready
+    ]
+    errors = len(result["records"]) - len(ready)
+    assert result["progress"]["excluded"] == ({"ERROR": errors} if errors else {})
+    assert result["run"]["status"] == "CLOSED"
+    assert result["run"]["tool_calls_used"] == len(admitted)
+
+
+def test_special_cases_of_the_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-SIZE-3, CIS-EVID-3, CIS-EVID-5: raw over the limit is not stored; NO_EVIDENCE keeps its scope."""
+    result = replay_json(capsys, str(TRANSCRIPTS / "anthropic.json"))
+    assert result["run"]["limits"]["raw_bytes"] == 16384  # the transcript's own option
+    by_id = {r["tool_call_id"]: r for r in result["records"]}
+    too_large = by_id["toolu_01Kw2eR7tY4uI9oP1aS3dLmn"]
+    assert too_large["raw_bytes"] is None  # not stored, not truncated
+    failed_projection = by_id["toolu_01Lx5cV8bN3mQ6wE0rT2yUop"]
+    assert failed_projection["raw_bytes"] == len(
+        (ROOT / "examples" / "data" / "runbooks" / "legacy-cache.md").read_bytes()
+    )
+    negative = [f for f in result["progress"]["facts"] if f["negative"]]
+    assert len(negative) == 1
+    assert negative[0]["scope"].startswith(
+        "logs/*.log (3 files, 238 lines); any level; time 2026-11-01T02:00:00Z"
+    )
+
+
+def test_command_line_options_override_the_transcript(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-SIZE-3, CIS-RUN-5: --raw-limit beats the transcript's option; --tool-budget caps admissions."""
+    result = replay_json(capsys, str(TRANSCRIPTS / "anthropic.json"), "--raw-limit", "4194304")
+    assert outcomes(result)[2] == ("toolu_01Kw2eR7tY4uI9oP1aS3dLmn", "search_logs", FOUND)
+    result = replay_json(capsys, str(TRANSCRIPTS / "openai_chat.json"), "--tool-budget", "2")
+    assert [out for _, _, out in outcomes(result)] == [
+        FOUND,
+        FOUND,
+        "TOOL_BUDGET_EXHAUSTED",
+        "DUPLICATE_TOOL_CALL",  # checked before the budget: a duplicate never consumes it
+        "TOOL_BUDGET_EXHAUSTED",
+        "NOT_READ_ONLY",
+        "INVALID_ARGUMENTS",
+    ]
+
+
+def test_result_limit_and_run_id_options(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-SIZE-4, CIS-PRE-3: a tiny --result-limit gives RESULT_TOO_LARGE; --run-id renames the run."""
+    result = replay_json(capsys, str(TRANSCRIPTS / "gemini.json"), "--result-limit", "64")
+    assert [out for _, _, out in outcomes(result)] == [
+        "RESULT_TOO_LARGE",
+        "RESULT_TOO_LARGE",
+        "MISSING_TOOL_CALL_ID",
+        "RESULT_TOO_LARGE",
+    ]
+    result = replay_json(capsys, str(TRANSCRIPTS / "openai_responses.json"), "--run-id", "my-run.7")
+    assert result["run"]["run_id"] == "my-run.7"
+    assert outcomes(result) == EXPECTED["openai_responses.json"]
+
+
+def test_json_output_structure(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-BND-4, CIS-REC-3: --json has run, calls, records, rejected and progress, and no raw response."""
+    result = replay_json(capsys, str(TRANSCRIPTS / "openai_chat.json"))
+    assert set(result) == {"run", "calls", "records", "rejected", "progress"}
+    assert set(result["run"]) == {
+        "run_id",
+        "transcript",
+        "format",
+        "store",
+        "status",
+        "ttl_ms",
+        "deadline_ms",
+        "tool_call_budget",
+        "byte_budget",
+        "tool_calls_used",
+        "bytes_used",
+        "limits",
+    }
+    assert result["run"]["store"] == "memory"
+    assert set(result["records"][0]) == {
+        "sequence",
+        "tool_call_id",
+        "tool",
+        "status",
+        "evidence_status",
+        "error_code",
+        "request_bytes",
+        "raw_bytes",
+        "agent_result_bytes",
+        "ttl_remaining_ms",
+    }
+    assert set(result["calls"][0]) == {
+        "index",
+        "tool_call_id",
+        "tool",
+        "ok",
+        "evidence_status",
+        "code",
+        "record",
+    }
+    assert set(result["rejected"][0]) == {"index", "tool_call_id", "id_note", "tool", "code"}
+    assert set(result["progress"]) == {"facts", "excluded", "omitted"}
+    assert set(result["progress"]["facts"][0]) == {
+        "tool_call_id",
+        "tool",
+        "sequence",
+        "evidence_status",
+        "negative",
+        "content",
+        "scope",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_output_never_contains_raw_responses_or_requests(
+    capsys: pytest.CaptureFixture[str], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-BND-4, CIS-REC-3: neither the table nor --json prints a raw response or a request text."""
+    stores: list[MemoryStore] = []
+
+    class Keeping(MemoryStore):
+        def close(self) -> None:
+            stores.append(self)
+
+    monkeypatch.setattr(replay_module, "MemoryStore", Keeping)
+    outputs = []
+    for extra in ([], ["--json"]):
+        assert main(["replay", str(TRANSCRIPTS / name), *extra]) == 0
+        outputs.append(capsys.readouterr().out)
+    store = stores[-1]
+    run_id = json.loads(outputs[1])["run"]["run_id"]
+    records = store.get_many(run_id, store.calls(run_id))
+    raws = [r.raw_response for r in records.values() if r is not None and r.raw_response]
+    requests = [r.request_json for r in records.values() if r is not None]
+    assert raws
+    assert requests
+    for text in outputs:
+        for raw in raws:
+            assert raw not in text
+        for request in requests:
+            assert request not in text
+
+
+def test_text_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-BND-1: the readable report lists records, rejected calls and progress facts."""
+    assert main(["replay", str(TRANSCRIPTS / "openai_chat.json")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("run run-inc2031-chat  (openai-chat transcript")
+    assert "7 tool calls: 4 records (4 READY, 0 ERROR), 3 rejected before any record was written" in out
+    header = next(line for line in lines if line.startswith("seq"))
+    assert header.split() == [
+        "seq",
+        "tool_call_id",
+        "tool",
+        "status",
+        "evidence",
+        "request",
+        "raw",
+        "result",
+        "ttl",
+        "left",
+        "error",
+    ]
+    assert any(
+        line.split()[1:4] == ["call_m3Rt8UwV0bJx", "restart_service", "NOT_READ_ONLY"] for line in lines
+    )
+    assert "Progress facts (4 facts; excluded: none; omitted: 0)" in out
+
+
+# -- malformed input ----------------------------------------------------------------------------
+
+
+MALFORMED: list[tuple[str, str | None, str]] = [
+    ("bad.json", '{"messages": [', "not valid JSON"),
+    ("list.json", "[1, 2]", "a transcript is a JSON object, not a list"),
+    ("unknown.json", '{"hello": "world"}', "cannot detect the transcript format"),
+    ("nocalls.json", '{"messages": [{"role": "user", "content": "hi"}]}', "cannot detect"),
+    ("meta.json", '{"x_invocation_store": [], "contents": []}', "'x_invocation_store' must be an object"),
+    ("metakey.json", '{"x_invocation_store": {"runid": "x"}, "contents": []}', "unknown keys: runid"),
+    (
+        "option.json",
+        '{"x_invocation_store": {"options": {"raw_limit": "big"}}, "contents": []}',
+        "'x_invocation_store.options.raw_limit' must be a positive integer",
+    ),
+    (
+        "runid.json",
+        '{"x_invocation_store": {"run_id": "bad run"}, "contents": []}',
+        "the run id is not a safe id",
+    ),
+    (
+        "calls.json",
+        '{"messages": [{"role": "assistant", "tool_calls": 5}]}',
+        "'tool_calls' value is not a list",
+    ),
+    ("latin1.json", None, "not UTF-8 text"),
+    ("deep.json", "[" * 100_000 + "]" * 100_000, "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "message"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_transcripts_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, text: str | None, message: str
+) -> None:
+    """CIS-FAIL-1: a malformed transcript exits 2 with one line on stderr, no traceback, nothing on stdout."""
+    path = tmp_path / name
+    if text is None:
+        path.write_bytes(b'{"contents": ["caf\xe9"]}')
+    else:
+        path.write_text(text, encoding="utf-8")
+    assert main(["replay", str(path), "--data-dir", str(ROOT / "examples" / "data")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("invocation-store replay: ")
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_missing_file_directory_and_wrong_format(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """CIS-FAIL-1: a missing file, a directory, a forced wrong format and a missing data folder exit 2."""
+    cases = [
+        ([str(tmp_path / "nope.json")], "no such file"),
+        ([str(tmp_path)], "is a directory"),
+        ([str(TRANSCRIPTS / "gemini.json"), "--format", "openai-chat"], "needs a 'messages'"),
+        ([str(TRANSCRIPTS / "gemini.json"), "--data-dir", str(tmp_path / "none")], "does not exist"),
+    ]
+    for args, message in cases:
+        assert main(["replay", *args]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err.count("\n") == 1, err
+        assert message in err
+
+
+def test_console_script_errors_without_traceback(tmp_path: Path) -> None:
+    """CIS-FAIL-1, CIS-ERR-1: the installed command exits 2 with one line for bad JSON or a bad option."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    script = Path(sys.executable).with_name("invocation-store")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "invocation_store.cli"]
+    for args in ([str(bad)], [str(TRANSCRIPTS / "gemini.json"), "--raw-limit", "0"]):
+        proc = subprocess.run(
+            [*command, "replay", *args], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert proc.returncode == 2
+        assert "Traceback" not in proc.stderr
+        assert proc.stdout == ""
+    proc = subprocess.run(
+        [*command, "replay", str(bad)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.stderr.strip().count("\n") == 0
+
+
+def test_help_documents_every_option_and_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-BND-1: `replay --help` lists every option with its default."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["replay", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in [
+        ("--format", "auto"),
+        ("--redis-url", None),
+        ("--prefix", "cis"),
+        ("--run-id", None),
+        ("--data-dir", "examples/data"),
+        ("--ttl-ms", "3600000"),
+        ("--deadline-ms", "300000"),
+        ("--tool-budget", "100"),
+        ("--byte-budget", "67108864"),
+        ("--request-limit", "262144"),
+        ("--raw-limit", "4194304"),
+        ("--result-limit", "16384"),
+        ("--record-limit", "5242880"),
+        ("--json", None),
+    ]:
+        assert flag in text
+        if default is not None:
+            assert default in text
+
+
+# -- Redis ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_replay_on_redis_gives_the_same_records(
+    capsys: pytest.CaptureFixture[str], redis_url: str, name: str
+) -> None:
+    """CIS-STORE-8: replaying into Redis gives the same calls, records and facts as in memory."""
+    memory = replay_json(capsys, str(TRANSCRIPTS / name))
+    prefix = f"cli-{name.split('.', maxsplit=1)[0]}"
+    on_redis = replay_json(capsys, str(TRANSCRIPTS / name), "--redis-url", redis_url, "--prefix", prefix)
+    assert on_redis["run"]["store"] == "redis"
+    assert on_redis["calls"] == memory["calls"]
+    assert on_redis["rejected"] == memory["rejected"]
+    assert on_redis["progress"] == memory["progress"]
+
+    def without_ttl(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in row.items() if k != "ttl_remaining_ms"} for row in rows]
+
+    assert without_ttl(on_redis["records"]) == without_ttl(memory["records"])
+    for row in on_redis["records"]:
+        assert 0 < row["ttl_remaining_ms"] <= on_redis["run"]["ttl_ms"]
+    assert redis_url not in json.dumps(on_redis)
+
+
+@pytest.mark.redis
+def test_replaying_the_same_run_twice_on_redis_is_refused_cleanly(
+    capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    """CIS-RETRY-3, CIS-ID-5: a second replay of a closed run is a one-line error (exit 1), not duplicates."""
+    args = ["replay", str(TRANSCRIPTS / "gemini.json"), "--redis-url", redis_url, "--prefix", "cli-twice"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "cannot open run run-inc2031-gemini" in err
+
+
+def test_unreachable_redis_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-FAIL-5: an unreachable Redis is one safe line (exit 1) that never echoes the URL or password."""
+    url = "redis://:s3cret-pass@127.0.0.1:1/0"
+    code = main(["replay", str(TRANSCRIPTS / "gemini.json"), "--redis-url", url])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "unavailable" in err
+    assert "s3cret" not in err + out
+    assert "127.0.0.1:1" not in err
+
+
+def test_examples_readme_shows_the_real_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-BND-1: the quick-start output in examples/README.md is what the command prints today."""
+    monkeypatch.chdir(ROOT)
+    readme = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```text\nrun run-inc2031-chat") + len("```text\n")
+    shown = readme[start : readme.index("```", start)]
+    assert main(["replay", "examples/transcripts/openai_chat.json"]) == 0
+    printed = capsys.readouterr().out
+
+    def normal(text: str) -> str:
+        return re.sub(r"\b\d+\.\ds\b", "<ttl>", text)
+
+    assert normal(printed) == normal(shown)
