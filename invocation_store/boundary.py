@@ -865,7 +865,8 @@ class ToolBoundary(_Core):
         run_id = context.run_id
         swept = 0
         try:
-            ids = _sync_store(self.store.calls, run_id)
+            # An id re-admitted after its record expired is listed twice: sweep it once.
+            ids = tuple(dict.fromkeys(_sync_store(self.store.calls, run_id)))
             records = _sync_store(self.store.get_many, run_id, ids) if ids else {}
             for tool_call_id in ids:
                 record = records.get(tool_call_id)
@@ -1043,7 +1044,7 @@ class AsyncToolBoundary(_Core):
         run_id = context.run_id
         swept = 0
         try:
-            ids = await _async_store(self.store.calls, run_id)
+            ids = tuple(dict.fromkeys(await _async_store(self.store.calls, run_id)))
             records = await _async_store(self.store.get_many, run_id, ids) if ids else {}
             for tool_call_id in ids:
                 record = records.get(tool_call_id)

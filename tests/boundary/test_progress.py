@@ -334,3 +334,16 @@ def test_read_failures_raise_a_safe_store_unavailable(store: Any, operation: str
     assert info.value.__suppress_context__ is True
     assert MARKER not in str(info.value)
     assert "STORE_UNAVAILABLE" in str(info.value)
+
+
+def test_sweep_counts_a_readmitted_id_once(store: Any, clock: FakeClock) -> None:
+    """CIS-LIFE-7: an id re-admitted after its record expired is listed twice by calls(); swept once."""
+    boundary = boundary_for(store)
+    context = open_run(boundary, ttl_ms=1_000)
+    crashed_worker(store, "call_1", clock)
+    clock.advance(1_500)  # the first record has expired; the id may be admitted again
+    crashed_worker(store, "call_1", clock)
+    clock.advance(500)
+    assert store.calls(RUN) == ("call_1", "call_1")
+    assert boundary.sweep_stale(context, 100) == 1
+    assert store.get(RUN, "call_1").error_code is ErrorCode.STALE_PROJECTION
