@@ -11,17 +11,29 @@ Decoding is strict: an unknown or missing field, a non-decimal integer, an unkno
 enum value, invalid UTF-8, or a record whose run id / tool_call_id differ from the
 ones asked for (CIS-STORE-6) raise :class:`CorruptReplyError`, which the adapters
 turn into :class:`~invocation_store.adapters.StoreUnavailableError`.
+
+Hot path (create, complete): each costs one script call and, on this side, as little
+as measured to matter (see ``benchmarks/bench_redis.py``): keys are validated and
+UTF-8 encoded once per run (:func:`run_keys`, cached); ids, decimals and codes travel
+in one pre-encoded header argument; the kernel decides once on the state the script
+reports (``admit`` on the run it read; a WRITE returns the kernel-built ``after``
+the caller passed, nothing is decoded); the seven run values that never change after
+the run is opened are decoded once per run (:func:`_run_constants`, cached by their
+exact text). The only other kernel call, before ``create``'s script, is the Begin
+transition on no run: its outcome does not depend on the run and the script must
+know it before writing (it is the last check), so it is an input, not a duplicate.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, TypeAlias
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from attrs import frozen
 
 from ..kernel import (
+    MAX_ID_LENGTH,
     RUN_TRANSITIONS,
     Admission,
     AdmissionRequest,
@@ -46,7 +58,7 @@ from ..kernel import (
     transition,
     utf8_len,
 )
-from ._redis_scripts import RUN_FIELDS
+from ._redis_scripts import CREATE_RUN_ORDER, RUN_FIELDS
 
 __all__ = [
     "MAX_EXACT_INT",
@@ -113,8 +125,6 @@ _REQUIRED_FIELDS: Final = _RECORD_FIELDS - frozenset(_OPTIONAL_FIELDS)
 #: Raw responses above this many UTF-8 bytes are staged with a plain SET and renamed
 #: into place by the script, rather than passed to it as an argument (copied into Lua).
 STAGE_ABOVE_BYTES: Final = 16 * 1024
-#: Stands for an empty value in a script's header argument (outside the safe-id alphabet).
-_EMPTY: Final = "!"
 #: Lifetime of a staging key left behind by a failed script (NOSCRIPT, a crash).
 STAGE_TTL_MS: Final = 60_000
 
@@ -170,14 +180,48 @@ def raw_key(prefix: str, run_id: str, tool_call_id: str) -> str:
     return f"{prefix}:{{{run_id}}}:raw:{tool_call_id}"
 
 
-@frozen
-class RunKeys:
-    """Every key of one run (validated once, then cached): all share the ``{run_id}`` hash tag."""
+def _wire(text: str) -> bytes | str:
+    """``text`` as UTF-8 bytes, sent as is by redis-py (no per-call encoding).
 
-    run: str
-    done: str
-    calls: str
-    _base: str
+    A text without a UTF-8 form (a prefix holding a lone surrogate) stays a str, so
+    that redis-py refuses it inside the store's call, as for any other argument.
+    """
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text
+
+
+class RunKeys:
+    """Every key of one run (validated once, then cached): all share the ``{run_id}`` hash tag.
+
+    ``run``/``done``/``calls`` are the str keys; ``run_wire``/``calls_wire``/``done_wire``
+    the same keys as the bytes that script calls send (see :func:`_wire`).
+    """
+
+    __slots__ = (
+        "_base",
+        "_call_wire",
+        "_raw_wire",
+        "calls",
+        "calls_wire",
+        "done",
+        "done_wire",
+        "run",
+        "run_wire",
+    )
+
+    def __init__(self, prefix: str, run_id: str) -> None:
+        base = f"{prefix}:{{{run_id}}}"
+        self._base = base
+        self.run = run_key(prefix, run_id)
+        self.done = done_key(prefix, run_id)
+        self.calls = f"{base}:calls"
+        self.run_wire = _wire(self.run)
+        self.done_wire = _wire(self.done)
+        self.calls_wire = _wire(self.calls)
+        self._call_wire = _wire(f"{base}:call:")
+        self._raw_wire = _wire(f"{base}:raw:")
 
     def record(self, tool_call_id: str) -> str:
         """The record HASH key (= kernel ``call_key``) of a tool_call_id already known to be safe."""
@@ -187,19 +231,39 @@ class RunKeys:
         """The raw STRING key (= :func:`raw_key`) of a tool_call_id already known to be safe."""
         return f"{self._base}:raw:{tool_call_id}"
 
+    def record_wire(self, tool_call_id: str) -> bytes | str:
+        """:meth:`record` as sent (bytes); ``tool_call_id`` is a safe id, hence ASCII."""
+        head = self._call_wire
+        return head + tool_call_id.encode() if isinstance(head, bytes) else head + tool_call_id
+
+    def raw_wire(self, tool_call_id: str) -> bytes | str:
+        """:meth:`raw` as sent (bytes); ``tool_call_id`` is a safe id, hence ASCII."""
+        head = self._raw_wire
+        return head + tool_call_id.encode() if isinstance(head, bytes) else head + tool_call_id
+
     def stage(self, nonce: str) -> str:
         """A staging key for one large raw response: ``<prefix>:{<run_id>}:stage:<nonce>``."""
         return f"{self._base}:stage:{nonce}"
 
 
 @functools.lru_cache(maxsize=4096)
-def run_keys(prefix: str, run_id: str) -> RunKeys:
-    """The keys of run ``run_id`` under ``prefix``; ``ValueError`` for an unsafe id or prefix."""
-    run = run_key(prefix, run_id)
-    keys = RunKeys(run, done_key(prefix, run_id), calls_key(prefix, run_id), run[: -len(":run")])
+def _cached_run_keys(prefix: str, run_id: str) -> RunKeys | None:
+    if not is_safe_id(run_id):
+        return None
+    keys = RunKeys(prefix, run_id)  # run_key() validates the prefix
     if keys.record("x") != call_key(prefix, run_id, "x"):  # pragma: no cover - layout guard
         raise AssertionError("key layout differs from the kernel's call_key")
     return keys
+
+
+def run_keys(prefix: str, run_id: str) -> RunKeys | None:
+    """The keys of run ``run_id`` under ``prefix`` (cached); ``None`` if ``run_id`` is not a safe id.
+
+    Raises ``ValueError`` for a prefix that cannot start keys (empty, braces).
+    """
+    if not isinstance(run_id, str) or len(run_id) > MAX_ID_LENGTH:  # never cache long junk
+        return None
+    return _cached_run_keys(prefix, run_id)
 
 
 # -- decoding --------------------------------------------------------------------------
@@ -462,15 +526,79 @@ def finish_end_run(run_id: str, cancel: bool, reply: object, now_ms: int) -> Run
 
 # -- create ----------------------------------------------------------------------------
 
+#: Run statuses by their stored value.
+_RUN_STATUS: Final = {status.value: status for status in RunStatus}
+#: Longest reply tail :func:`_run_constants` caches: a safe id, six 16-digit integers.
+_CONSTANTS_MAX_CHARS: Final = MAX_ID_LENGTH + 6 * 17
 
-@frozen(kw_only=True)
-class CreatePlan:
-    """What ``create`` sends; ``request``/``limits`` re-run the kernel on the reply."""
 
-    keys: tuple[str, str, str, str]
-    args: tuple[str, ...]
+@functools.lru_cache(maxsize=1024)
+def _run_constants(text: str) -> tuple[str, int, int, int, int, int, int]:
+    """The seven values a run never changes after it is opened, from CREATE_SCRIPT's reply tail.
+
+    ``text`` is "run_id opened deadline ttl expires tool_call_budget byte_budget"
+    (CREATE_RUN_ORDER[3:]). Decoded once per distinct text: the same text always
+    decodes to the same values, and a corrupt one raises every time (errors are not
+    cached).
+    """
+    parts = text.split(" ")
+    if len(parts) != len(CREATE_RUN_ORDER) - 3:
+        raise CorruptReplyError("UnexpectedReply")
+    run_id, opened, deadline, ttl, expires, call_budget, byte_budget = parts
+    return (
+        run_id,
+        _int(opened),
+        _int(deadline),
+        _int(ttl),
+        _int(expires),
+        _int(call_budget),
+        _int(byte_budget),
+    )
+
+
+def _admission_run(text: str, run_id: str) -> RunState:
+    """The run state a CREATE_SCRIPT reply carries (CREATE_RUN_ORDER, space-separated)."""
+    parts = text.split(" ", 3)
+    if len(parts) != 4:
+        raise CorruptReplyError("UnexpectedReply")
+    status_text, used, used_bytes, constants = parts
+    # A genuine tail is a safe id and six integers below 2**53: never cache anything longer.
+    decode = _run_constants if len(constants) <= _CONSTANTS_MAX_CHARS else _run_constants.__wrapped__
+    stored_id, opened, deadline, ttl, expires, call_budget, byte_budget = decode(constants)
+    if stored_id != run_id:
+        raise CorruptReplyError("IdentityMismatch")
+    status = _RUN_STATUS.get(status_text)
+    if status is None:
+        raise CorruptReplyError("CorruptRun")
+    return RunState(
+        run_id=run_id,
+        status=status,
+        opened_at_ms=opened,
+        deadline_ms=deadline,
+        ttl_ms=ttl,
+        expires_at_ms=expires,
+        tool_call_budget=call_budget,
+        byte_budget=byte_budget,
+        tool_calls_used=_int(used),
+        bytes_used=_int(used_bytes),
+    )
+
+
+class CreatePlan(NamedTuple):
+    """What ``create`` sends; ``request``/``limits`` re-run the kernel on the reply.
+
+    ``command`` is everything after ``EVALSHA <sha>``: numkeys, KEYS, ARGV.
+    """
+
+    command: tuple[bytes | str, ...]
     request: AdmissionRequest
     limits: Limits
+
+
+_FOUR: Final = b"4"
+#: COMPLETE_SCRIPT's reply to a write, as bytes and as str (``decode_responses=True``).
+_WRITE: Final = (b"WRITE", "WRITE")
+_FIVE: Final = b"5"
 
 
 def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> CreatePlan | ErrorCode:
@@ -482,9 +610,11 @@ def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> Creat
     Raises ``ValueError`` for integers of 2**53 or more.
     """
     run_id, tool_call_id, now = request.run_id, request.tool_call_id, request.now_ms
-    if not is_safe_id(run_id):
+    keys = run_keys(prefix, run_id)
+    if keys is None:
         return ErrorCode.RUN_INACTIVE
-    _check_int(now)
+    if not -MAX_EXACT_INT <= now < MAX_EXACT_INT:
+        _check_int(now)
     size = utf8_len(request.request_json)
     probe = transition(
         None,
@@ -500,70 +630,91 @@ def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> Creat
         ),
         limits,
     )
-    has_key = is_safe_id(tool_call_id)
-    keys = run_keys(prefix, run_id)
-    # Without a safe tool_call_id no record can exist: the script reads neither key.
-    record_key = keys.record(tool_call_id) if has_key else keys.run
-    raw_response_key = keys.raw(tool_call_id) if has_key else keys.run
-    header = [
-        str(now),
-        _EMPTY if size is None else str(size),
-        probe.value if isinstance(probe, ErrorCode) else _EMPTY,
-        tool_call_id if has_key else _EMPTY,
-    ]
+    if is_safe_id(tool_call_id):
+        record_key: bytes | str = keys.record_wire(tool_call_id)
+        raw_response_key: bytes | str = keys.raw_wire(tool_call_id)
+        tcid = tool_call_id
+    else:  # no record can exist: the script reads neither key
+        record_key = raw_response_key = keys.run_wire
+        tcid = ""
     if isinstance(probe, CanonicalRecord) and size is not None:
-        header += (run_id, probe.status.value, str(probe.created_at_ms), str(probe.updated_at_ms))
-        texts = (probe.invocation_token, probe.tool_name, probe.request_json)
+        header = f"{now} {size}  {tcid} {run_id} {probe.status} {probe.created_at_ms} {probe.updated_at_ms}"
+        texts: tuple[str, str, str] = (probe.invocation_token, probe.tool_name, probe.request_json)
     else:
+        late = probe if isinstance(probe, ErrorCode) else ""
+        header = f"{now} {'' if size is None else size} {late} {tcid}    "
         token = request.invocation_token
         texts = (token if isinstance(token, str) else "", "", "")
     return CreatePlan(
-        keys=(keys.run, record_key, keys.calls, raw_response_key),
-        args=(" ".join(header), *texts),
-        request=request,
-        limits=limits,
+        (_FOUR, keys.run_wire, record_key, keys.calls_wire, raw_response_key, header.encode(), *texts),
+        request,
+        limits,
     )
+
+
+def _split_reply(reply: object) -> tuple[str, str, Reply]:
+    """A script reply as (tag, rest of its first string, the whole array or ``()``)."""
+    if isinstance(reply, bytes):
+        text = reply.decode()
+        items: Reply = ()
+    elif isinstance(reply, str):
+        text, items = reply, ()
+    elif isinstance(reply, list) and reply:
+        text, items = decode_text(reply[0]), reply
+    else:
+        raise CorruptReplyError("UnexpectedReply")
+    tag, _, rest = text.partition(" ")
+    return tag, rest, items
+
+
+def _error_code(rest: str, items: Reply) -> ErrorCode:
+    if items:
+        raise CorruptReplyError("UnexpectedReply")
+    return ErrorCode(rest)
 
 
 def finish_create(plan: CreatePlan, reply: object) -> Admission | ErrorCode:
     """The kernel's ``admit`` answer given the run (and record) the script saw.
 
-    Raises :class:`CorruptReplyError` if the kernel, fed the same state, would not
-    have admitted what the script admitted.
+    The kernel runs once, on the state the script reports. Raises
+    :class:`CorruptReplyError` if the kernel, fed that state, would not have
+    admitted what the script admitted.
     """
-    tag, items = _tag(reply)
-    if tag == "ERR":
-        return _code(items)
+    tag, rest, items = _split_reply(reply)
     request = plan.request
-    run = decode_run(items[1:11], request.run_id)
-    if tag == "OK":
-        result = admit(run, None, request, plan.limits)
+    if tag == "OK" and not items:
+        result = admit(_admission_run(rest, request.run_id), None, request, plan.limits)
         if not isinstance(result, Admission):
             raise CorruptReplyError("KernelDisagrees")
         return result
-    if tag != "REPLAY":
+    if tag == "ERR":
+        return _error_code(rest, items)
+    if tag != "REPLAY" or not items:
         raise CorruptReplyError("UnexpectedReply")
-    record = _decode_embedded(items[11:], request.run_id, request.tool_call_id)
-    result = admit(run, record, request, plan.limits)
-    if not isinstance(result, Admission) or not result.replayed:
+    run = _admission_run(rest, request.run_id)
+    record = _decode_embedded(items[1:], request.run_id, request.tool_call_id)
+    replayed = admit(run, record, request, plan.limits)
+    if not isinstance(replayed, Admission) or not replayed.replayed:
         raise CorruptReplyError("KernelDisagrees")
-    return result
+    return replayed
 
 
 # -- complete --------------------------------------------------------------------------
 
 
-@frozen(kw_only=True)
-class CompleteCall:
-    """One COMPLETE_SCRIPT call; ``staged`` is SET at ``keys[4]`` in the same round trip first."""
+class CompleteCall(NamedTuple):
+    """One COMPLETE_SCRIPT call (``command``: numkeys, KEYS, ARGV).
 
-    keys: tuple[str, str, str, str, str]
-    args: tuple[str, ...]
+    When ``staged`` is not None it is SET at ``stage_key`` (the last KEYS entry) in
+    the same round trip, before the script.
+    """
+
+    command: tuple[bytes | str, ...]
     staged: str | None
+    stage_key: str | None
 
 
-@frozen(kw_only=True)
-class CompletePlan:
+class CompletePlan(NamedTuple):
     """What ``complete`` sends; ``resend`` carries the raw response in full if asked."""
 
     call: CompleteCall
@@ -573,7 +724,7 @@ class CompletePlan:
 
 
 def plan_complete(
-    prefix: str, before: CanonicalRecord, after: CanonicalRecord, now_ms: int, nonce: str
+    prefix: str, before: CanonicalRecord, after: CanonicalRecord, now_ms: int, nonce: Callable[[], str]
 ) -> CompletePlan | ErrorCode:
     """Build the COMPLETE_SCRIPT call for ``before`` -> ``after``.
 
@@ -583,71 +734,57 @@ def plan_complete(
     stored record becomes exactly ``after``; only a raw response that ``before``
     already held stays on the server, where the script checks its size (``RESEND``
     asks for it in full when it differs). A raw response above
-    :data:`STAGE_ABOVE_BYTES` goes through the staging key ``stage_key(..., nonce)``.
+    :data:`STAGE_ABOVE_BYTES` goes through a staging key named with ``nonce()``.
     """
     decide_complete(None, before, after, now_ms)  # the kernel's programming-error checks
     run_id, tool_call_id = before.run_id, before.tool_call_id
-    if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
-        return ErrorCode.INVALID_TRANSITION
-    _check_int(now_ms, after.updated_at_ms)
-    charge = run_usage_after(_ZERO_RUN, before, after).bytes_used
     keys = run_keys(prefix, run_id)
+    if keys is None or not is_safe_id(tool_call_id):
+        return ErrorCode.INVALID_TRANSITION
+    updated = after.updated_at_ms
+    if not (-MAX_EXACT_INT <= now_ms < MAX_EXACT_INT and -MAX_EXACT_INT <= updated < MAX_EXACT_INT):
+        _check_int(now_ms, updated)
+    charge = run_usage_after(_ZERO_RUN, before, after).bytes_used
     raw = after.raw_response
     size = None if raw is None else utf8_len(raw)
+    evidence, code, result, scope = after.evidence_status, after.error_code, after.agent_result, after.scope
+    # Header: "<head> <raw_size> <mask> <evidence>" (COMPLETE_SCRIPT's contract); the
+    # mask's third letter, the raw response's, depends on the call.
+    before_raw = ("D" if evidence is None else "S") + ("D" if code is None else "S")
+    after_raw = ("D" if result is None else "S") + ("D" if scope is None else "S")
+    done_id = tool_call_id if after.terminal else ""
+    head = f"{now_ms} {after.status} {code or ''} {updated} {charge} {done_id}"
+    tail = evidence or ""
+    sent = (keys.record_wire(tool_call_id), keys.run_wire, keys.done_wire, keys.raw_wire(tool_call_id))
+    token, texts = before.invocation_token, (result or "", scope or "")
     if raw is None:
-        raw_op, raw_text, staged = "D", "", None
+        header = f"{head}  {before_raw}D{after_raw} {tail}".encode()
+        full = CompleteCall((_FOUR, *sent, header, token, "", *texts), None, None)
     elif size is not None and size > STAGE_ABOVE_BYTES:
-        raw_op, raw_text, staged = "T", "", raw
+        stage_key = keys.stage(nonce())
+        header = f"{head}  {before_raw}T{after_raw} {tail}".encode()
+        full = CompleteCall((_FIVE, *sent, stage_key, header, token, "", *texts), raw, stage_key)
     else:
-        raw_op, raw_text, staged = "S", raw, None
-    optional = (after.evidence_status, after.error_code, raw, after.agent_result, after.scope)
-    letters = ["D" if value is None else "S" for value in optional]
-    letters[_RAW_INDEX] = raw_op
-    head = (
-        str(now_ms),
-        after.status.value,
-        _EMPTY if after.error_code is None else after.error_code.value,
-        str(after.updated_at_ms),
-        str(charge),
-        tool_call_id if after.terminal else _EMPTY,
-    )
-    tail = _EMPTY if after.evidence_status is None else after.evidence_status.value
-    texts = (after.agent_result or "", after.scope or "")
-    call_keys = (
-        keys.record(tool_call_id),
-        keys.run,
-        keys.done,
-        keys.raw(tool_call_id),
-        keys.stage(nonce),
-    )
-    token = before.invocation_token
-    full = CompleteCall(
-        keys=call_keys,
-        args=(" ".join((*head, _EMPTY, "".join(letters), tail)), token, raw_text, *texts),
-        staged=staged,
-    )
+        header = f"{head}  {before_raw}S{after_raw} {tail}".encode()
+        full = CompleteCall((_FOUR, *sent, header, token, raw, *texts), None, None)
     if raw is not None and size is not None and (raw is before.raw_response or raw == before.raw_response):
         # Unchanged raw response: keep it on the server, check its size there.
-        letters[_RAW_INDEX] = "K"
-        kept = CompleteCall(
-            keys=call_keys,
-            args=(" ".join((*head, str(size), "".join(letters), tail)), token, "", *texts),
-            staged=None,
-        )
-        return CompletePlan(call=kept, resend=full, before=before, after=after)
-    return CompletePlan(call=full, resend=full, before=before, after=after)
+        header = f"{head} {size} {before_raw}K{after_raw} {tail}".encode()
+        kept = CompleteCall((_FOUR, *sent, header, token, "", *texts), None, None)
+        return CompletePlan(kept, full, before, after)
+    return CompletePlan(full, full, before, after)
 
 
 def finish_complete(plan: CompletePlan, reply: object) -> CanonicalRecord | ErrorCode | None:
     """``after`` on WRITE, the stored record on REPLAY, a code, or ``None`` for RESEND."""
-    tag, items = _tag(reply)
-    if tag == "WRITE":
+    if reply in _WRITE:
         return plan.after
+    tag, rest, items = _split_reply(reply)
     if tag == "ERR":
-        return _code(items)
-    if tag == "RESEND":
+        return _error_code(rest, items)
+    if tag == "RESEND" and not rest and not items:
         return None
-    if tag != "REPLAY":
+    if tag != "REPLAY" or rest or not items:
         raise CorruptReplyError("UnexpectedReply")
     before = plan.before
     stored = _decode_embedded(items[1:], before.run_id, before.tool_call_id)

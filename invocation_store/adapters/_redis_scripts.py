@@ -51,6 +51,7 @@ from typing import Final
 
 __all__ = [
     "COMPLETE_SCRIPT",
+    "CREATE_RUN_ORDER",
     "CREATE_SCRIPT",
     "END_RUN_SCRIPT",
     "OPEN_RUN_SCRIPT",
@@ -130,17 +131,26 @@ return 'OK ' .. table.concat(cur, ' ')
 """
 
 # Arguments: everything that is an id, a decimal, a code, a status or a mask (none
-# contains a space) travels in ONE space-separated header argument, "!" standing for
-# an empty value ("!" is outside the safe-id alphabet); free text (tokens, tool names,
-# requests, results) travels as separate arguments. redis-py spends more time
-# encoding each argument than the script spends splitting the header.
-_SPLIT_HEADER: Final = """
-local h = {}
-for word in string.gmatch(ARGV[1], '%S+') do
-  if word == '!' then word = '' end
-  h[#h + 1] = word
-end
-"""
+# contains a space) travels in ONE space-separated header argument, an empty value
+# being an empty field (two spaces in a row); free text (tokens, tool names, requests,
+# results) travels as separate arguments. Each extra argument costs the client more
+# (redis-py packs and encodes it) than the one ``string.match`` that splits the header.
+
+#: Order in which CREATE_SCRIPT reads (and replies) a run HASH: the three fields an
+#: admission changes first, then the seven that never change after the run is opened,
+#: so that the client can decode the constant tail once per run (see ``_redis_core``).
+CREATE_RUN_ORDER: Final = (
+    "status",
+    "tool_calls_used",
+    "bytes_used",
+    "run_id",
+    "opened_at_ms",
+    "deadline_ms",
+    "ttl_ms",
+    "expires_at_ms",
+    "tool_call_budget",
+    "byte_budget",
+)
 
 # Mirror of kernel ``admit`` (CIS-PRE-8, CIS-STORE-2, CIS-RETRY-2), same order:
 # same-token replay -> RUN_INACTIVE -> RUN_DEADLINE_EXCEEDED -> DUPLICATE_TOOL_CALL ->
@@ -153,24 +163,24 @@ end
 #   late - empty or the code the kernel's Begin gives for this request;
 #   tool_call_id - empty if not a safe id (then no record can exist, KEYS[2] and
 #   KEYS[4] are not read, and late is set); run_id, status, created, updated - the
-#   kernel's Begin record (sequence and expires_at_ms depend on the run: computed here)
+#   kernel's Begin record (sequence and expires_at_ms depend on the run: computed
+#   here), empty when nothing can be written
 # ARGV[2] - invocation token ("" never replays); ARGV[3] - tool_name;
 # ARGV[4] - request_json
-# return "OK <10 run values before admission>" after writing the record with
-#   sequence = tool_calls_used + 1, expires_at_ms = now + ttl_ms and PX ttl_ms (the
-#   record is new: its TTL is set exactly once; a leftover that the store clock
-#   already expired is deleted first, with its raw response), counting the call and
-#   its bytes in the run, and appending the id to the calls LIST;
-#   {"REPLAY", <10 run values>, <"1" raw | "0">, <raw or "">, <record field/value
-#   pairs>} when the live record carries this token and the run is live (nothing
-#   written); "ERR <code>" otherwise (nothing written).
-CREATE_SCRIPT: Final = (
-    _SPLIT_HEADER
-    + f"""
-local now = tonumber(h[1])
-local tcid = h[4]
-local run = {_HMGET_RUN}
-local run_live = run[6] and now < tonumber(run[6])
+# return "OK <10 run values before admission, CREATE_RUN_ORDER>" after writing the
+#   record with sequence = tool_calls_used + 1, expires_at_ms = now + ttl_ms and PX
+#   ttl_ms (the record is new: its TTL is set exactly once; a leftover that the store
+#   clock already expired is deleted first, with its raw response), counting the call
+#   and its bytes in the run, and appending the id to the calls LIST;
+#   {"REPLAY <10 run values, CREATE_RUN_ORDER>", <"1" raw | "0">, <raw or "">,
+#   <record field/value pairs>} when the live record carries this token and the run
+#   is live (nothing written); "ERR <code>" otherwise (nothing written).
+CREATE_SCRIPT: Final = f"""
+local now, size, late, tcid, rid, status, created, updated = string.match(ARGV[1],
+  '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
+now = tonumber(now)
+local run = redis.call('HMGET', KEYS[1], {", ".join(f"'{name}'" for name in CREATE_RUN_ORDER)})
+local run_live = run[8] and now < tonumber(run[8])
 local live = false
 local leftover = false
 local token = false
@@ -183,43 +193,39 @@ if tcid ~= '' then
   end
 end
 if live and run_live and ARGV[2] ~= '' and token == ARGV[2] then
-  local reply = {{'REPLAY'}}
-  for i = 1, 10 do reply[i + 1] = run[i] end
   local raw = redis.call('GET', KEYS[4])
-  reply[12] = raw and '1' or '0'
-  reply[13] = raw or ''
+  local reply = {{'REPLAY ' .. table.concat(run, ' '), raw and '1' or '0', raw or ''}}
   local record = redis.call('HGETALL', KEYS[2])
-  for i = 1, #record do reply[13 + i] = record[i] end
+  for i = 1, #record do reply[3 + i] = record[i] end
   return reply
 end
-if not run_live or run[2] ~= 'ACTIVE' then return 'ERR RUN_INACTIVE' end
-if now >= tonumber(run[4]) then return 'ERR RUN_DEADLINE_EXCEEDED' end
+if not run_live or run[1] ~= 'ACTIVE' then return 'ERR RUN_INACTIVE' end
+if now >= tonumber(run[6]) then return 'ERR RUN_DEADLINE_EXCEEDED' end
 if live then return 'ERR DUPLICATE_TOOL_CALL' end
-local used = tonumber(run[9])
-if used + 1 > tonumber(run[7]) then return 'ERR TOOL_BUDGET_EXHAUSTED' end
-if h[2] == '' then return 'ERR INVALID_ARGUMENTS' end
-local bytes = tonumber(run[10]) + tonumber(h[2])
-if bytes > tonumber(run[8]) then return 'ERR RUN_BYTES_EXHAUSTED' end
-if h[3] ~= '' or tcid == '' then return 'ERR ' .. h[3] end
+local used = tonumber(run[2]) + 1
+if used > tonumber(run[9]) then return 'ERR TOOL_BUDGET_EXHAUSTED' end
+if size == '' then return 'ERR INVALID_ARGUMENTS' end
+local bytes = tonumber(run[3]) + tonumber(size)
+if bytes > tonumber(run[10]) then return 'ERR RUN_BYTES_EXHAUSTED' end
+if late ~= '' or tcid == '' then return 'ERR ' .. late end
 if leftover then redis.call('DEL', KEYS[2], KEYS[4]) end
-redis.call('HSET', KEYS[2], 'run_id', h[5], 'tool_call_id', tcid, 'tool_name', ARGV[3],
-  'invocation_token', ARGV[2], 'sequence', string.format('%d', used + 1), 'status', h[6],
-  'request_json', ARGV[4], 'created_at_ms', h[7], 'updated_at_ms', h[8],
-  'expires_at_ms', string.format('%d', now + tonumber(run[5])))
-redis.call('PEXPIRE', KEYS[2], run[5])
-redis.call('HSET', KEYS[1], 'tool_calls_used', string.format('%d', used + 1),
+redis.call('HSET', KEYS[2], 'run_id', rid, 'tool_call_id', tcid, 'tool_name', ARGV[3],
+  'invocation_token', ARGV[2], 'sequence', string.format('%d', used), 'status', status,
+  'request_json', ARGV[4], 'created_at_ms', created, 'updated_at_ms', updated,
+  'expires_at_ms', string.format('%d', now + tonumber(run[7])))
+redis.call('PEXPIRE', KEYS[2], run[7])
+redis.call('HSET', KEYS[1], 'tool_calls_used', string.format('%d', used),
   'bytes_used', string.format('%d', bytes))
 if redis.call('RPUSH', KEYS[3], tcid) == 1 then
-  redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[6]) - now))
+  redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[8]) - now))
 end
 return 'OK ' .. table.concat(run, ' ')
 """
-)
 
 # Mirror of kernel ``decide_complete`` plus the writes of a WRITE decision
 # (CIS-STORE-3, CIS-TTL-3, CIS-RETRY-2, CIS-RUN-6).
 # KEYS[1] - record HASH; KEYS[2] - run HASH; KEYS[3] - done LIST; KEYS[4] - raw STRING;
-# KEYS[5] - staging STRING holding the new raw response (mask "T" only)
+# KEYS[5] - staging STRING holding the new raw response (mask "T" only; absent otherwise)
 # ARGV[1] - header "now status error_code updated charge done_id raw_size mask evidence":
 #   now - now_ms; status, error_code, updated - after's (error_code may be empty);
 #   charge - bytes to charge to the run (kernel run_usage_after);
@@ -244,46 +250,40 @@ return 'OK ' .. table.concat(run, ' ')
 #   a staged one is missing (the caller sends it in full); "ERR INVALID_TRANSITION"
 #   otherwise (absent, lapsed, another invocation, completed differently). Nothing
 #   is written but the WRITE, and KEYS[5] never survives the script.
-COMPLETE_SCRIPT: Final = (
-    _SPLIT_HEADER
-    + """
-local now = tonumber(h[1])
-local mask = h[8]
+COMPLETE_SCRIPT: Final = """
+local now, status, code, updated, charge, done_id, raw_size, mask, evidence =
+  string.match(ARGV[1], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
+now = tonumber(now)
 local raw_op = string.sub(mask, 3, 3)
-local function drop_stage()
-  if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
-end
 local s = redis.call('HMGET', KEYS[1], 'status', 'invocation_token', 'error_code',
   'updated_at_ms', 'expires_at_ms', 'evidence_status', 'agent_result', 'scope')
 if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2] then
-  drop_stage()
+  if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
   return 'ERR INVALID_TRANSITION'
 end
 if s[1] == 'PROJECTING' then
   if raw_op == 'K' then
-    if redis.call('EXISTS', KEYS[4]) == 0
-        or redis.call('STRLEN', KEYS[4]) ~= tonumber(h[7]) then
+    local held = redis.call('STRLEN', KEYS[4])
+    if held ~= tonumber(raw_size) or (held == 0 and redis.call('EXISTS', KEYS[4]) == 0) then
       return 'RESEND'
     end
   elseif raw_op == 'T' and redis.call('EXISTS', KEYS[5]) == 0 then
     return 'RESEND'
   end
-  local names = {'evidence_status', 'error_code', 'raw_response', 'agent_result', 'scope'}
-  local values = {h[9], h[3], ARGV[3], ARGV[4], ARGV[5]}
-  local stored = {s[6], s[3], false, s[7], s[8]}
-  local sets = {'status', h[2], 'updated_at_ms', h[4]}
+  local sets = {'status', status, 'updated_at_ms', updated}
   local dels = {}
-  for i = 1, 5 do
-    if i ~= 3 then
-      local op = string.sub(mask, i, i)
-      if op == 'S' then
-        sets[#sets + 1] = names[i]
-        sets[#sets + 1] = values[i]
-      elseif op == 'D' and stored[i] then
-        dels[#dels + 1] = names[i]
-      end
+  local function field(i, name, value, stored)
+    if string.byte(mask, i) == 83 then -- 'S'
+      sets[#sets + 1] = name
+      sets[#sets + 1] = value
+    elseif stored then
+      dels[#dels + 1] = name
     end
   end
+  field(1, 'evidence_status', evidence, s[6])
+  field(2, 'error_code', code, s[3])
+  field(4, 'agent_result', ARGV[4], s[7])
+  field(5, 'scope', ARGV[5], s[8])
   if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
   redis.call('HSET', KEYS[1], unpack(sets))
   if raw_op == 'S' or raw_op == 'T' then
@@ -300,23 +300,20 @@ if s[1] == 'PROJECTING' then
   end
   local run_expires = redis.call('HGET', KEYS[2], 'expires_at_ms')
   if run_expires and now < tonumber(run_expires) then
-    if h[5] ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_used', h[5]) end
-    if h[6] ~= '' and redis.call('RPUSH', KEYS[3], h[6]) == 1 then
+    if charge ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_used', charge) end
+    if done_id ~= '' and redis.call('RPUSH', KEYS[3], done_id) == 1 then
       redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run_expires) - now))
     end
   end
   return 'WRITE'
 end
-drop_stage()
-if s[1] == h[2] and (s[3] or '') == h[3] and s[4] == h[4] then
-  local reply = {'REPLAY'}
+if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
+if s[1] == status and (s[3] or '') == code and s[4] == updated then
   local raw = redis.call('GET', KEYS[4])
-  reply[2] = raw and '1' or '0'
-  reply[3] = raw or ''
+  local reply = {'REPLAY', raw and '1' or '0', raw or ''}
   local record = redis.call('HGETALL', KEYS[1])
   for i = 1, #record do reply[3 + i] = record[i] end
   return reply
 end
 return 'ERR INVALID_TRANSITION'
 """
-)

@@ -10,10 +10,14 @@ renames into place (see ``_redis_scripts.py`` for the layout and why). Reads are
 plain ``HGETALL``/``GET``/``HMGET``/``LRANGE``/``PTTL`` (a record and its raw
 response in one ``MULTI``), one round trip each, never an expire command (CIS-TTL-5).
 
-Scripts are registered once through redis-py ``Script`` objects, which reload a
-script by themselves after ``NOSCRIPT`` (``SCRIPT FLUSH``, a restarted server)
-(CIS-STORE-5). The first operation checks the server version (>= 6.2, CIS-STORE-7)
-and loads the scripts, in one pipelined round trip.
+Scripts are registered once through redis-py ``Script`` objects (CIS-STORE-5). The
+two hot scripts (create, complete) are sent as ``EVALSHA`` straight through the
+client's ``execute_command`` with pre-encoded keys and header, which spares redis-py's
+``Script`` wrapper its argument copies; after ``NOSCRIPT`` (``SCRIPT FLUSH``, a
+restarted server) the script is loaded and the call retried once, as the ``Script``
+object itself does. A cluster client goes through the ``Script`` object, which routes
+by the keys. The first operation checks the server version (>= 6.2, CIS-STORE-7) and
+loads the scripts, in one pipelined round trip.
 
 Failures: every redis-py, connection, timeout, encoding or decoding failure, and
 every reply that is not what the store wrote (a record of another run or call,
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import redis
@@ -99,6 +103,19 @@ def _check_version(info: Mapping[str, object]) -> None:
         raise UnsupportedRedisError(".".join(str(part) for part in version))
 
 
+def _nonce() -> str:
+    """A fresh name part for a staging key (16 hex digits)."""
+    return secrets.token_hex(8)
+
+
+def _split_command(
+    command: tuple[bytes | str, ...],
+) -> tuple[tuple[bytes | str, ...], tuple[bytes | str, ...]]:
+    """A script call's (KEYS, ARGV) from numkeys, KEYS, ARGV."""
+    count = int(command[0])
+    return command[1 : 1 + count], command[1 + count :]
+
+
 def _bad_url() -> ValueError:
     return ValueError("not a usable Redis URL (expected redis://, rediss:// or unix://)")
 
@@ -128,6 +145,9 @@ class RedisStore:
         self._clock = clock or wall_clock_ms
         self._owns_client = owns_client
         self._ready = False
+        self._cluster = isinstance(client, RedisCluster)
+        # redis-py leaves execute_command untyped; this is the one place it is named.
+        self._execute: Callable[..., object] = client.execute_command
         self._open: Script = client.register_script(OPEN_RUN_SCRIPT)
         self._end: Script = client.register_script(END_RUN_SCRIPT)
         self._create: Script = client.register_script(CREATE_SCRIPT)
@@ -277,10 +297,10 @@ class RedisStore:
         plan = core.plan_create(self._prefix, request, limits)
         if isinstance(plan, ErrorCode):
             return plan
-        self.check_server()
+        if not self._ready:
+            self.check_server()
         try:
-            reply = self._create(keys=plan.keys, args=plan.args, client=self._client)
-            return core.finish_create(plan, reply)
+            return core.finish_create(plan, self._evalsha(self._create, plan.command))
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -294,10 +314,11 @@ class RedisStore:
         if ``after`` changes an identity field (kernel programming error).
         """
         now = self._clock()
-        plan = core.plan_complete(self._prefix, before, after, now, secrets.token_hex(8))
+        plan = core.plan_complete(self._prefix, before, after, now, _nonce)
         if isinstance(plan, ErrorCode):
             return plan
-        self.check_server()
+        if not self._ready:
+            self.check_server()
         try:
             result = core.finish_complete(plan, self._send_complete(plan.call))
             if result is None:  # RESEND: the kept raw response was not the expected one
@@ -309,21 +330,40 @@ class RedisStore:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
 
+    def _evalsha(self, script: Script, command: tuple[bytes | str, ...]) -> object:
+        """``EVALSHA <sha> <command>`` in one round trip; after NOSCRIPT, load the script and retry once.
+
+        ``command`` is numkeys, KEYS, ARGV (see ``_redis_core``). On a plain client the
+        command goes straight to ``execute_command`` (redis-py's ``Script`` object adds
+        argument copies but nothing else: it too loads and retries on NOSCRIPT, CIS-STORE-5);
+        a cluster client goes through the ``Script``, which routes by the keys.
+        """
+        client = self._client
+        if self._cluster:
+            keys, args = _split_command(command)
+            return script(keys=keys, args=args, client=client)
+        try:
+            return self._execute("EVALSHA", script.sha, *command)
+        except NoScriptError:
+            script.sha = client.script_load(script.script)
+            return self._execute("EVALSHA", script.sha, *command)
+
     def _send_complete(self, call: core.CompleteCall) -> object:
         """One COMPLETE_SCRIPT call; a staged raw response is SET first, in the same round trip."""
-        if call.staged is None:
-            return self._complete(keys=call.keys, args=call.args, client=self._client)
-        keys, stage = call.keys, call.keys[4]
-        if isinstance(self._client, RedisCluster):  # a cluster pipeline cannot carry EVALSHA
+        if call.staged is None or call.stage_key is None:
+            return self._evalsha(self._complete, call.command)
+        stage = call.stage_key
+        if self._cluster:  # a cluster pipeline cannot carry EVALSHA
             self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-            return self._complete(keys=keys, args=call.args, client=self._client)
+            return self._evalsha(self._complete, call.command)
         for attempt in range(2):
             pipe = self._client.pipeline(transaction=False)
             pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-            pipe.evalsha(self._complete.sha, len(keys), *keys, *call.args)
+            pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
             reply = (pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
-                self._client.script_load(COMPLETE_SCRIPT)  # the staged value waits (SET NX)
+                # The staged value waits for the retry (SET NX).
+                self._complete.sha = self._client.script_load(COMPLETE_SCRIPT)
                 continue
             if isinstance(reply, Exception):
                 raise reply
@@ -451,6 +491,8 @@ class AsyncRedisStore:
         self._clock = clock or wall_clock_ms
         self._owns_client = owns_client
         self._ready = False
+        # redis-py leaves execute_command untyped; this is the one place it is named.
+        self._execute: Callable[..., Awaitable[object]] = client.execute_command
         self._open: AsyncScript = client.register_script(OPEN_RUN_SCRIPT)
         self._end: AsyncScript = client.register_script(END_RUN_SCRIPT)
         self._create: AsyncScript = client.register_script(CREATE_SCRIPT)
@@ -566,10 +608,10 @@ class AsyncRedisStore:
         plan = core.plan_create(self._prefix, request, limits)
         if isinstance(plan, ErrorCode):
             return plan
-        await self.check_server()
+        if not self._ready:
+            await self.check_server()
         try:
-            reply = await self._create(keys=plan.keys, args=plan.args, client=self._client)
-            return core.finish_create(plan, reply)
+            return core.finish_create(plan, await self._evalsha(self._create, plan.command))
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -577,10 +619,11 @@ class AsyncRedisStore:
     async def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
         """See :meth:`RedisStore.complete`."""
         now = self._clock()
-        plan = core.plan_complete(self._prefix, before, after, now, secrets.token_hex(8))
+        plan = core.plan_complete(self._prefix, before, after, now, _nonce)
         if isinstance(plan, ErrorCode):
             return plan
-        await self.check_server()
+        if not self._ready:
+            await self.check_server()
         try:
             result = core.finish_complete(plan, await self._send_complete(plan.call))
             if result is None:  # RESEND: the kept raw response was not the expected one
@@ -592,21 +635,26 @@ class AsyncRedisStore:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
 
+    async def _evalsha(self, script: AsyncScript, command: tuple[bytes | str, ...]) -> object:
+        """See :meth:`RedisStore._evalsha`."""
+        try:
+            return await self._execute("EVALSHA", script.sha, *command)
+        except NoScriptError:
+            script.sha = await self._client.script_load(script.script)
+            return await self._execute("EVALSHA", script.sha, *command)
+
     async def _send_complete(self, call: core.CompleteCall) -> object:
         """One COMPLETE_SCRIPT call; a staged raw response is SET first, in the same round trip."""
-        if call.staged is None:
-            return await self._complete(keys=call.keys, args=call.args, client=self._client)
-        keys, stage = call.keys, call.keys[4]
-        if isinstance(self._client, RedisCluster):  # a cluster pipeline cannot carry EVALSHA
-            await self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-            return await self._complete(keys=keys, args=call.args, client=self._client)
+        if call.staged is None or call.stage_key is None:
+            return await self._evalsha(self._complete, call.command)
+        stage = call.stage_key
         for attempt in range(2):
             pipe = self._client.pipeline(transaction=False)
             pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-            pipe.evalsha(self._complete.sha, len(keys), *keys, *call.args)
+            pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
             reply = (await pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
-                await self._client.script_load(COMPLETE_SCRIPT)  # the staged value waits (SET NX)
+                self._complete.sha = await self._client.script_load(COMPLETE_SCRIPT)  # the staged value waits
                 continue
             if isinstance(reply, Exception):
                 raise reply
