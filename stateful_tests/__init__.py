@@ -1,0 +1,1 @@
+"""The stateful verification suite (CIS-STATE-1, CIS-STATE-2)."""
