@@ -29,6 +29,7 @@ from typing import NoReturn
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from invocation_store.adapters import (
     AsyncInvocationStore,
@@ -44,6 +45,39 @@ from invocation_store.testing.redis_server import HOW_TO_GET_REDIS, RedisServerU
 _REDIS_FIXTURES = frozenset(
     {"redis_url", "private_redis_url", "redis_store_factory", "async_redis_store_factory"}
 )
+
+# Hypothesis profiles, registered once for the whole session and chosen by
+# HYPOTHESIS_PROFILE (dev|ci|thorough); CI=true selects ci. See stateful_tests/conftest.py.
+_BUILTIN_CI = settings.get_profile("ci")
+settings.register_profile(
+    "ci",
+    _BUILTIN_CI,
+    max_examples=100,
+    stateful_step_count=50,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "dev",
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "thorough",
+    _BUILTIN_CI,
+    derandomize=False,
+    max_examples=1_000,
+    stateful_step_count=100,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
+settings.load_profile(PROFILE)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

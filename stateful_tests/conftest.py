@@ -1,7 +1,7 @@
 """Hypothesis profiles and store factories for the stateful suite.
 
-Profiles are registered once, here, and chosen by ``HYPOTHESIS_PROFILE``; without
-it, ``CI=true`` selects ``ci`` and anything else ``dev``:
+Profiles are registered once, in the root ``conftest.py``, and chosen by
+``HYPOTHESIS_PROFILE``; without it, ``CI=true`` selects ``ci`` and anything else ``dev``:
 
 - ``dev``: quick local runs (25 examples of 30 steps per machine unit).
 - ``ci``: derived from Hypothesis' built-in ``ci`` profile (derandomized, no
@@ -22,40 +22,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 
 from invocation_store.testing import RedisStoreFactory
 
-_BUILTIN_CI = settings.get_profile("ci")
-settings.register_profile(
-    "ci",
-    _BUILTIN_CI,
-    max_examples=100,
-    stateful_step_count=50,
-    deadline=None,
-    report_multiple_bugs=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.register_profile(
-    "dev",
-    max_examples=25,
-    stateful_step_count=30,
-    deadline=None,
-    report_multiple_bugs=False,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "thorough",
-    _BUILTIN_CI,
-    derandomize=False,
-    max_examples=1_000,
-    stateful_step_count=100,
-    deadline=None,
-    report_multiple_bugs=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+# Registered and loaded once, in the root conftest.py (it applies to every test).
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
-settings.load_profile(PROFILE)
 
 
 @pytest.fixture(scope="session")
