@@ -1,0 +1,1 @@
+"""Adversarial tests: each documents one defect found by attacking the system (xfail until fixed)."""

@@ -1,0 +1,215 @@
+"""Adversarial tests of the ToolBoundary: each is a defect found by attack (strict xfail until fixed)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from invocation_store.adapters import AsyncMemoryStore, InvocationStore, MemoryStore
+from invocation_store.boundary import AsyncToolBoundary, BoundaryResult, ToolBoundary, ToolRegistry, ToolSpec
+from invocation_store.kernel import (
+    Admission,
+    AdmissionRequest,
+    ErrorCode,
+    InvocationStatus,
+    Limits,
+    Projection,
+    RunContext,
+)
+from invocation_store.testing import FakeClock
+
+from ._support import RUN, envelope, found, run_params
+
+
+class _RetriedCreateStore:
+    """A store whose ``create`` reaches the backend twice, as when redis-py retries a
+    command whose first reply was lost (timeout, dropped connection)."""
+
+    def __init__(self, inner: InvocationStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        self.inner.create(request, limits)  # applied; its reply is lost
+        return self.inner.create(request, limits)  # the retry: recognised as a replay
+
+
+@pytest.mark.xfail(
+    strict=True, reason="boundary answers a replayed (retried) create with DUPLICATE_TOOL_CALL"
+)
+def test_retried_create_of_the_same_invocation_still_runs_the_tool(clock: FakeClock) -> None:
+    """CIS-RETRY-2, CIS-BND-6: a create that reached the store twice (a redis-py retry) is the
+    same invocation: the tool runs exactly once and the record completes, instead of the
+    agent being told DUPLICATE_TOOL_CALL and the record being left PROJECTING."""
+    inner = MemoryStore(clock)
+    runs: list[Mapping[str, Any]] = []
+
+    def executor(args: Mapping[str, Any]) -> str:
+        runs.append(args)
+        return "raw"
+
+    boundary = ToolBoundary(
+        _RetriedCreateStore(inner),
+        ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)]),
+    )
+    context = boundary.open_run(RUN, **run_params(clock()))
+    assert isinstance(context, RunContext)
+    result = boundary.invoke(context, envelope("call_1"))
+    record = inner.get(RUN, "call_1")
+    assert record is not None
+    assert (result.ok, len(runs), record.status) == (True, 1, InvocationStatus.READY)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="asyncio.wait_for returns the value of an executor that ignores cancel"
+)
+def test_async_executor_that_ignores_cancellation_still_times_out(clock: FakeClock) -> None:
+    """CIS-FAIL-3: an async executor over its timeout is EXECUTION_TIMEOUT even when it
+    swallows the cancellation and returns a value late (here 6x its 50 ms timeout)."""
+
+    async def stubborn(_args: Mapping[str, Any]) -> str:
+        try:
+            await asyncio.sleep(0.3)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.25)  # cleanup that ignores the cancel, then a late answer
+        return "late raw"
+
+    async def main() -> BoundaryResult:
+        boundary = AsyncToolBoundary(
+            AsyncMemoryStore(clock=clock),
+            ToolRegistry([ToolSpec(name="t", executor=stubborn, projector=found, timeout_ms=50)]),
+        )
+        context = await boundary.open_run(RUN, **run_params(clock()))
+        assert isinstance(context, RunContext)
+        return await boundary.invoke(context, envelope("call_1"))
+
+    result = asyncio.run(main())
+    assert result.code is ErrorCode.EXECUTION_TIMEOUT
+
+
+@pytest.mark.xfail(strict=True, reason="a CancelledError raised by an async executor escapes invoke")
+def test_async_executor_raising_cancelled_error_is_an_execution_failure(clock: FakeClock) -> None:
+    """CIS-FAIL-2, CIS-BND-2: an async tool whose own sub-task was cancelled raises
+    CancelledError although nobody cancelled invoke; that is EXECUTION_FAILED, not an
+    exception escaping invoke with the record left PROJECTING."""
+
+    async def tool(_args: Mapping[str, Any]) -> str:
+        inner = asyncio.ensure_future(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        inner.cancel()
+        await inner  # raises CancelledError inside the tool
+        return "unreachable"
+
+    async def main() -> BoundaryResult | None:
+        boundary = AsyncToolBoundary(
+            AsyncMemoryStore(clock=clock), ToolRegistry([ToolSpec(name="t", executor=tool, projector=found)])
+        )
+        context = await boundary.open_run(RUN, **run_params(clock()))
+        assert isinstance(context, RunContext)
+        try:
+            return await boundary.invoke(context, envelope("call_1"))
+        except asyncio.CancelledError:
+            return None
+
+    result = asyncio.run(main())
+    assert result is not None
+    assert result.code is ErrorCode.EXECUTION_FAILED
+
+
+class _HashLiar(str):
+    """A str whose hash and equality lie (the text itself is a safe id)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return 12345
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+
+@pytest.mark.xfail(
+    strict=True, reason="str subclasses are used as ids as given: MemoryStore keys by their __hash__"
+)
+def test_str_subclass_id_cannot_run_the_executor_twice(clock: FakeClock) -> None:
+    """CIS-ID-5, CIS-BND-6: a second call with the id "call_1" is a duplicate even when the
+    id object is a str subclass with a lying __hash__/__eq__; the executor runs once."""
+    runs: list[int] = []
+
+    def executor(_args: Mapping[str, Any]) -> str:
+        runs.append(1)
+        return "raw"
+
+    store = MemoryStore(clock)
+    boundary = ToolBoundary(store, ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)]))
+    context = boundary.open_run(RUN, **run_params(clock()))
+    assert isinstance(context, RunContext)
+    assert boundary.invoke(context, envelope("call_1")).ok
+    second = boundary.invoke(context, envelope(_HashLiar("call_1")))
+    assert not second.ok
+    assert len(runs) == 1
+
+
+class _SizeLiar(str):
+    """A str that claims to be ASCII and one character long."""
+
+    __slots__ = ()
+
+    def isascii(self) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.xfail(strict=True, reason="byte limits measure str subclasses through their own isascii/__len__")
+def test_projection_str_subclass_cannot_bypass_the_agent_result_limit(clock: FakeClock) -> None:
+    """CIS-SIZE-1, CIS-SIZE-4: a projection whose content is a str subclass lying about its
+    length is still measured in real UTF-8 bytes: 100,000 bytes never pass a 100-byte limit."""
+    content = _SizeLiar("x" * 100_000)
+
+    def projector(_raw: str, _args: Mapping[str, Any]) -> Projection:
+        return Projection(evidence_status="EVIDENCE_FOUND", content=content, scope="s")
+
+    boundary = ToolBoundary(
+        MemoryStore(clock),
+        ToolRegistry([ToolSpec(name="t", executor=lambda _args: "raw", projector=projector)]),
+        limits=Limits(agent_result_bytes=100),
+    )
+    context = boundary.open_run(RUN, **run_params(clock()))
+    assert isinstance(context, RunContext)
+    result = boundary.invoke(context, envelope("call_1"))
+    assert not result.ok
+
+
+@pytest.mark.xfail(strict=True, reason="cite echoes an unsafe, unbounded tool_call_id back to the agent")
+def test_citation_of_an_unsafe_id_does_not_echo_it(clock: FakeClock) -> None:
+    """CIS-ERR-1, CIS-REF-3: like BoundaryResult (which echoes only safe ids), a Citation for
+    an unsafe id does not carry the id text back (here key-like text and 100 KB of it)."""
+    boundary = ToolBoundary(
+        MemoryStore(clock), ToolRegistry([ToolSpec(name="t", executor=str, projector=found)])
+    )
+    context = boundary.open_run(RUN, **run_params(clock()))
+    assert isinstance(context, RunContext)
+    unsafe = "cis:{run-adv}:call:x " + "y" * 100_000
+    citation = boundary.cite(context, unsafe)
+    assert unsafe not in repr(citation)
+
+
+@pytest.mark.xfail(strict=True, reason="a caller error (deadline >= 2**53) is reported as STORE_UNAVAILABLE")
+def test_out_of_range_run_parameters_are_a_value_error_not_a_store_failure(clock: FakeClock) -> None:
+    """CIS-RUN-1, CIS-FAIL-5: a deadline the store cannot keep exactly (>= 2**53 ms) is the
+    caller's ValueError, as documented, not STORE_UNAVAILABLE (the store is fine)."""
+    boundary = ToolBoundary(
+        MemoryStore(clock), ToolRegistry([ToolSpec(name="t", executor=str, projector=found)])
+    )
+    with pytest.raises(ValueError):
+        boundary.open_run(RUN, deadline_ms=2**53, ttl_ms=1_000, tool_call_budget=1, byte_budget=1)
