@@ -52,6 +52,7 @@ from ..kernel import (
     decide_complete,
     done_key,
     is_safe_id,
+    is_well_formed,
     open_run,
     run_key,
     run_usage_after,
@@ -317,7 +318,7 @@ def decode_record(
     get = fields.get
     evidence = get("evidence_status")
     error_code = get("error_code")
-    return CanonicalRecord(
+    record = CanonicalRecord(
         run_id=run_id,
         tool_call_id=tool_call_id,
         tool_name=fields["tool_name"],
@@ -334,6 +335,9 @@ def decode_record(
         updated_at_ms=_int(fields["updated_at_ms"]),
         expires_at_ms=_int(fields["expires_at_ms"]),
     )
+    if not is_well_formed(record):  # no transition produces it: tampered or corrupt
+        raise CorruptReplyError("CorruptRecord")
+    return record
 
 
 def _decode_embedded(items: Sequence[object], run_id: str, tool_call_id: str) -> CanonicalRecord | None:
@@ -754,7 +758,7 @@ def plan_complete(
     after_raw = ("D" if result is None else "S") + ("D" if scope is None else "S")
     done_id = tool_call_id if after.terminal else ""
     head = f"{now_ms} {after.status} {code or ''} {updated} {charge} {done_id}"
-    tail = evidence or ""
+    tail = f"{evidence or ''} {before.created_at_ms} {before.expires_at_ms} {before.sequence}"
     sent = (keys.record_wire(tool_call_id), keys.run_wire, keys.done_wire, keys.raw_wire(tool_call_id))
     token, texts = before.invocation_token, (result or "", scope or "")
     if raw is None:

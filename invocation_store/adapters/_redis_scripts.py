@@ -85,13 +85,17 @@ _HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for 
 # ARGV[2] - PX of a fresh run (expires_at_ms - now_ms); "0" or less: nothing is stored
 # ARGV[3..12] - the fresh run's values in RUN_FIELDS order
 # return "FRESH" when the fresh run was stored (any lapsed run and its lists are
-#   deleted first); "EXISTING <10 run values>" for a live run opened with the same
-#   parameters (nothing written); "ERR INVALID_TRANSITION" for any other live run.
+#   deleted first); "EXISTING <10 run values>" for a live ACTIVE run opened with the
+#   same deadline, TTL and budgets, at any time (nothing written); "ERR
+#   INVALID_TRANSITION" for any other live run (other parameters, or cancelled/closed).
 OPEN_RUN_SCRIPT: Final = f"""
 local now = tonumber(ARGV[1])
 local cur = {_HMGET_RUN}
 if cur[6] and now < tonumber(cur[6]) then
-  for _, i in ipairs({{1, 3, 4, 5, 6, 7, 8}}) do
+  if cur[2] ~= 'ACTIVE' then
+    return 'ERR INVALID_TRANSITION'
+  end
+  for _, i in ipairs({{1, 4, 5, 6, 7, 8}}) do
     if cur[i] ~= ARGV[2 + i] then
       return 'ERR INVALID_TRANSITION'
     end
@@ -226,7 +230,8 @@ return 'OK ' .. table.concat(run, ' ')
 # (CIS-STORE-3, CIS-TTL-3, CIS-RETRY-2, CIS-RUN-6).
 # KEYS[1] - record HASH; KEYS[2] - run HASH; KEYS[3] - done LIST; KEYS[4] - raw STRING;
 # KEYS[5] - staging STRING holding the new raw response (mask "T" only; absent otherwise)
-# ARGV[1] - header "now status error_code updated charge done_id raw_size mask evidence":
+# ARGV[1] - header "now status error_code updated charge done_id raw_size mask evidence
+#   created expires sequence":
 #   now - now_ms; status, error_code, updated - after's (error_code may be empty);
 #   charge - bytes to charge to the run (kernel run_usage_after);
 #   done_id - the tool_call_id to append to the done LIST, empty unless after is
@@ -235,7 +240,10 @@ return 'OK ' .. table.concat(run, ' ')
 #   mask - one letter per optional field in the order evidence_status, error_code,
 #   raw_response, agent_result, scope: "S" set, "D" delete (after's value is None);
 #   for raw_response also "T" take it from KEYS[5] and "K" keep the stored one;
-#   evidence - after.evidence_status, or empty
+#   evidence - after.evidence_status, or empty;
+#   created, expires, sequence - before's created_at_ms, expires_at_ms and sequence:
+#   the stored record must carry them too, or the caller's ``before`` is not the
+#   record the kernel saw (kernel ``decide_complete`` compares the whole identity)
 # ARGV[2] - before.invocation_token; ARGV[3] - raw response ("S"), ARGV[4] -
 #   agent_result, ARGV[5] - scope ("" when not "S")
 # return "WRITE" after HSET status/updated_at_ms and the "S" fields and HDEL of the
@@ -251,13 +259,15 @@ return 'OK ' .. table.concat(run, ' ')
 #   otherwise (absent, lapsed, another invocation, completed differently). Nothing
 #   is written but the WRITE, and KEYS[5] never survives the script.
 COMPLETE_SCRIPT: Final = """
-local now, status, code, updated, charge, done_id, raw_size, mask, evidence =
-  string.match(ARGV[1], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
+local now, status, code, updated, charge, done_id, raw_size, mask, evidence, b_created, b_expires, b_seq =
+  string.match(ARGV[1], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
 now = tonumber(now)
 local raw_op = string.sub(mask, 3, 3)
 local s = redis.call('HMGET', KEYS[1], 'status', 'invocation_token', 'error_code',
-  'updated_at_ms', 'expires_at_ms', 'evidence_status', 'agent_result', 'scope')
-if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2] then
+  'updated_at_ms', 'expires_at_ms', 'evidence_status', 'agent_result', 'scope',
+  'created_at_ms', 'sequence')
+if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2]
+    or s[5] ~= b_expires or s[9] ~= b_created or s[10] ~= b_seq then
   if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
   return 'ERR INVALID_TRANSITION'
 end

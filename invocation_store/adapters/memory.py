@@ -62,19 +62,26 @@ class MemoryStore:
 
     # -- internal reads, lock held -------------------------------------------------
 
+    # Expiry is judged at the time of the operation (a request's ``now_ms``), but data
+    # is deleted only when the store's own clock says it has lapsed: a request
+    # stamped by a clock running ahead must not destroy what other workers still see
+    # (Redis likewise expires keys by its own clock).
+
     def _run(self, run_id: str, now_ms: int) -> RunState | None:
         run = self._runs.get(run_id)
         if run is not None and now_ms >= run.expires_at_ms:
-            del self._runs[run_id]
-            self._done.pop(run_id, None)
-            self._calls.pop(run_id, None)
+            if self._clock() >= run.expires_at_ms:
+                del self._runs[run_id]
+                self._done.pop(run_id, None)
+                self._calls.pop(run_id, None)
             return None
         return run
 
     def _record(self, run_id: str, tool_call_id: str, now_ms: int) -> CanonicalRecord | None:
         record = self._records.get((run_id, tool_call_id))
         if record is not None and now_ms >= record.expires_at_ms:
-            del self._records[(run_id, tool_call_id)]
+            if self._clock() >= record.expires_at_ms:
+                del self._records[(run_id, tool_call_id)]
             return None
         return record
 

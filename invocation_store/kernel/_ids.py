@@ -27,11 +27,14 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 
 
 def is_safe_id(value: object) -> bool:
-    """Return True if ``value`` is a str of 1-128 chars from ``A-Z a-z 0-9 _ - . :``.
+    """Return True if ``value`` is an exact ``str`` of 1-128 chars from ``A-Z a-z 0-9 _ - . :``.
 
     Total: any object is accepted and answered (CIS-ID-1).
     """
-    return isinstance(value, str) and _SAFE_ID.fullmatch(value) is not None
+    # Exactly ``str``: a subclass can override ``__eq__``, ``__hash__`` or
+    # ``__format__`` after passing the pattern, and so be one id when checked and
+    # another when keyed or compared.
+    return type(value) is str and _SAFE_ID.fullmatch(value) is not None
 
 
 def check_tool_call_id(value: object) -> ErrorCode | None:
@@ -39,12 +42,13 @@ def check_tool_call_id(value: object) -> ErrorCode | None:
 
     Missing, ``None``, non-string, empty or all-whitespace -> MISSING_TOOL_CALL_ID;
     any other string that is not a safe id (padding, control characters, non-ASCII,
-    ``{ } * ? [ ]``, over 128 characters) -> UNSAFE_TOOL_CALL_ID.
+    ``{ } * ? [ ]``, over 128 characters, or an instance of a ``str`` subclass) ->
+    UNSAFE_TOOL_CALL_ID.
     """
-    if not isinstance(value, str) or value.strip() == "":
+    if not isinstance(value, str) or str.strip(value) == "":
         return ErrorCode.MISSING_TOOL_CALL_ID
-    if _SAFE_ID.fullmatch(value) is None:
-        return ErrorCode.UNSAFE_TOOL_CALL_ID
+    if type(value) is not str or _SAFE_ID.fullmatch(value) is None:
+        return ErrorCode.UNSAFE_TOOL_CALL_ID  # a str subclass is never a safe id
     return None
 
 

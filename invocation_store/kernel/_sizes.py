@@ -17,10 +17,11 @@ def utf8_len(text: str) -> int | None:
     their code (INVALID_ARGUMENTS or SERIALIZATION_FAILED) rather than raise.
     ASCII strings are measured without encoding.
     """
-    if text.isascii():
-        return len(text)
+    # Unbound str methods: a str subclass cannot lie about its own size.
+    if str.isascii(text):
+        return str.__len__(text)
     try:
-        return len(text.encode("utf-8"))
+        return len(str.encode(text, "utf-8"))
     except UnicodeEncodeError:
         return None
 
@@ -28,11 +29,11 @@ def utf8_len(text: str) -> int | None:
 def _n(text: str | None) -> int:
     if text is None:
         return 0
-    if text.isascii():
-        return len(text)
+    if str.isascii(text):
+        return str.__len__(text)
     # Unencodable text (a lone surrogate) is measured as its surrogatepass bytes, so
     # it is never counted as free.
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(str.encode(text, "utf-8", "surrogatepass"))
 
 
 def record_bytes(record: CanonicalRecord) -> int:

@@ -61,6 +61,7 @@ __all__ = [
     "cancel_run",
     "close_run",
     "decide_complete",
+    "is_well_formed",
     "open_run",
     "phase_of",
     "run_usage_after",
@@ -176,6 +177,49 @@ MAX_SAFE_INT: Final = 2**53 - 1
 
 _EVENT_TYPES: Final = (Begin, RawReceived, ProjectionReceived, Failed, SweptStale)
 _VALID_EVIDENCE: Final = frozenset({EvidenceStatus.EVIDENCE_FOUND, EvidenceStatus.NO_EVIDENCE})
+
+
+def is_well_formed(record: CanonicalRecord) -> bool:
+    """True if ``record`` is a state some sequence of transitions can produce.
+
+    PROJECTING has no evidence, code, result or scope (CIS-LIFE-5); READY has
+    evidence FOUND or NO_EVIDENCE, a result and a scope and no code; ERROR has
+    evidence ERROR and a code and no result or scope (CIS-EVID-1); ids are safe
+    and the sequence positive. Stores decoding what they read (a tampered or
+    corrupted record) answer STORE_UNAVAILABLE when this is False (CIS-STORE-6).
+    The raw response is not judged: reads may omit it.
+    """
+    status = record.status
+    if status is InvocationStatus.PROJECTING:
+        outcome_ok = (
+            record.evidence_status is None
+            and record.error_code is None
+            and record.agent_result is None
+            and record.scope is None
+        )
+    elif status is InvocationStatus.READY:
+        outcome_ok = (
+            record.evidence_status in _VALID_EVIDENCE
+            and record.error_code is None
+            and isinstance(record.agent_result, str)
+            and isinstance(record.scope, str)
+        )
+    elif status is InvocationStatus.ERROR:
+        outcome_ok = (
+            record.evidence_status is EvidenceStatus.ERROR
+            and isinstance(record.error_code, ErrorCode)
+            and record.agent_result is None
+            and record.scope is None
+        )
+    else:
+        return False
+    return (
+        outcome_ok
+        and is_safe_id(record.run_id)
+        and check_tool_call_id(record.tool_call_id) is None
+        and record.sequence >= 1
+        and record.expires_at_ms > record.created_at_ms
+    )
 
 
 def phase_of(record: CanonicalRecord | None, now_ms: int) -> Phase:
@@ -502,10 +546,12 @@ def open_run(
 
     The run state lapses at ``deadline_ms + ttl_ms``, so it outlives every record
     created before the deadline. ``existing`` is the stored state under this run id,
-    if any: a live run opened with the same parameters is returned unchanged (a
-    retried open is itself, CIS-RETRY-3); any other live run gives
-    INVALID_TRANSITION. Returns RUN_MISMATCH for an unsafe run id and raises
-    ``ValueError`` for negative budgets or a non-positive TTL.
+    if any: a live ACTIVE run with the same deadline, TTL and budgets is returned
+    unchanged, whenever the retry comes (a retried open is itself, CIS-RETRY-3); a
+    live run with other parameters, or cancelled or closed, gives
+    INVALID_TRANSITION (a cancelled run is never handed out again, CIS-RUN-3).
+    Returns RUN_MISMATCH for an unsafe run id; raises ``ValueError`` for a value
+    outside ``[0, 2**53 - 1]`` (TTL at least 1, deadline + TTL within the bound).
     """
     if not is_safe_id(run_id):
         return ErrorCode.RUN_MISMATCH
@@ -518,6 +564,8 @@ def open_run(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SAFE_INT:
             raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
+    if deadline_ms + ttl_ms > MAX_SAFE_INT:
+        raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
     fresh = RunState(
         run_id=run_id,
         status=RunStatus.ACTIVE,
@@ -530,13 +578,15 @@ def open_run(
     )
     if existing is None or now_ms >= existing.expires_at_ms:
         return fresh
-    same = evolve(
-        existing,
-        status=fresh.status,
-        tool_calls_used=0,
-        bytes_used=0,
+    same = (
+        existing.status is RunStatus.ACTIVE
+        and existing.run_id == run_id
+        and existing.deadline_ms == deadline_ms
+        and existing.ttl_ms == ttl_ms
+        and existing.tool_call_budget == tool_call_budget
+        and existing.byte_budget == byte_budget
     )
-    return existing if same == fresh else ErrorCode.INVALID_TRANSITION
+    return existing if same else ErrorCode.INVALID_TRANSITION
 
 
 def _end_run(run: RunState | None, operation: str, now_ms: int) -> RunState | ErrorCode:
@@ -594,8 +644,8 @@ def decide_complete(
 ) -> CompareAndSet | ErrorCode:
     """Decide a store's compare-and-set of ``before`` -> ``after`` (CIS-STORE-3, CIS-RETRY-2).
 
-    WRITE when ``stored`` is live, PROJECTING and holds ``before``'s invocation
-    token; REPLAY when ``stored`` is already terminal with ``after``'s status, error
+    WRITE when ``stored`` is live, PROJECTING and is ``before`` (same invocation
+    token and identity fields); REPLAY when ``stored`` is already terminal with ``after``'s status, error
     code, token and update time (a retried write); otherwise INVALID_TRANSITION
     (absent, expired, another invocation, or already completed differently). The
     comparison uses only fields a Redis script can compare cheaply, so every
@@ -608,7 +658,9 @@ def decide_complete(
         raise ValueError(f"a completion may not change {', '.join(changed)} (CIS-LIFE-6)")
     if phase_of(stored, now_ms) is Phase.ABSENT or stored is None:
         return ErrorCode.INVALID_TRANSITION
-    if stored.invocation_token != before.invocation_token:
+    if stored.invocation_token != before.invocation_token or _identity(stored) != _identity(before):
+        # Another invocation, or a ``before`` that is not the stored record: writing
+        # would let a caller move the expiry or rewrite the request (CIS-TTL-2).
         return ErrorCode.INVALID_TRANSITION
     if stored.status is InvocationStatus.PROJECTING:
         return CompareAndSet.WRITE

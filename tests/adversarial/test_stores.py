@@ -1,4 +1,4 @@
-"""Adversarial tests of the stores (memory and Redis): each is a defect found by attack (strict xfail)."""
+"""Adversarial tests of the stores (memory and Redis): each held a defect found by attack, now fixed."""
 
 from __future__ import annotations
 
@@ -40,9 +40,6 @@ def _request(
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="complete trusts `before`: MemoryStore writes its identity, Redis returns it"
-)
 def test_complete_with_a_forged_before_neither_extends_the_ttl_nor_lies(
     make_store: MakeStore, clock: FakeClock
 ) -> None:
@@ -73,9 +70,6 @@ def _observe(store: InvocationStore) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="MemoryStore deletes the run and records by a request's own (skewed) time"
-)
 def test_a_request_from_a_clock_ahead_destroys_nothing(
     redis_store_factory: Callable[[FakeClock], RedisStore], clock: FakeClock
 ) -> None:
@@ -93,9 +87,6 @@ def test_a_request_from_a_clock_ahead_destroys_nothing(
     assert observed[0] == observed[1]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open_run compares opened_at_ms: a reopen 1 ms later is INVALID_TRANSITION"
-)
 def test_reopening_with_the_same_parameters_later_is_a_no_op(make_store: MakeStore, clock: FakeClock) -> None:
     """CIS-RETRY-3: opening a live run again with the same parameters (deadline, TTL,
     budgets) returns it unchanged, also when the retry comes a millisecond later."""
@@ -106,7 +97,6 @@ def test_reopening_with_the_same_parameters_later_is_a_no_op(make_store: MakeSto
     assert store.open_run(RUN, **params) == first
 
 
-@pytest.mark.xfail(strict=True, reason="reopening a cancelled run gives the harness a RunContext")
 def test_reopening_a_cancelled_run_does_not_hand_out_a_context(
     make_store: MakeStore, clock: FakeClock
 ) -> None:
@@ -137,9 +127,6 @@ class _KeyLiar(str):
         return b"victim"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="RedisStore builds keys and headers through a str subclass's own methods"
-)
 def test_str_subclass_id_cannot_write_under_another_id(
     redis_store_factory: Callable[[FakeClock], RedisStore], clock: FakeClock
 ) -> None:
@@ -167,9 +154,6 @@ def _ready_record(store: RedisStore, clock: FakeClock) -> ToolBoundary:
     return boundary
 
 
-@pytest.mark.xfail(
-    strict=True, reason="decode_record accepts records that break the kernel's status invariants"
-)
 @pytest.mark.parametrize(
     "tamper",
     [

@@ -1,0 +1,44 @@
+"""str subclasses cannot pass for ids or lie about their size (CIS-ID-3, CIS-SIZE-1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from invocation_store.kernel import ErrorCode, call_key, check_tool_call_id, is_safe_id, utf8_len
+
+
+class _Liar(str):
+    """Looks like a safe id to the pattern, but keys, compares and measures as something else."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return "victim"
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 1
+
+    def isascii(self) -> bool:
+        return True
+
+
+def test_a_str_subclass_is_never_a_safe_id() -> None:
+    """CIS-ID-3, CIS-KEY-3: the id check demands an exact str, so no key is built from a liar."""
+    liar = _Liar("call_1")
+    assert not is_safe_id(liar)
+    assert check_tool_call_id(liar) is ErrorCode.UNSAFE_TOOL_CALL_ID
+    assert check_tool_call_id(_Liar("  ")) is ErrorCode.MISSING_TOOL_CALL_ID
+    with pytest.raises(ValueError, match="tool_call_id"):
+        call_key("cis", "run-1", liar)
+
+
+def test_sizes_are_measured_on_the_real_characters() -> None:
+    """CIS-SIZE-1: an overridden __len__ or isascii does not shrink a value."""
+    assert utf8_len(_Liar("x" * 1000)) == 1000
+    assert utf8_len(_Liar("é" * 10)) == 20
