@@ -12,17 +12,20 @@ Regimes. The targets of issue 3 compare round trips, so they are measured twice:
   comparisons against a redis-server placed behind an emulated network delay of r/2
   each way. With root, iproute2 and the kernel's netem qdisc: a network namespace, a
   veth pair with 10.213.x.1/30 (this side) and 10.213.x.2/30 (the namespace) that only
-  joins the two namespaces of this machine, ``tc qdisc add dev <veth> root netem
-  delay <r/2>ms`` on both ends, redis-server inside the namespace bound to its veth
-  address, the client here; everything is torn down at the end, on failure and on
-  Ctrl-C (the loopback device and any Redis on 127.0.0.1:6379 are never touched).
-  Without netem (a kernel built without ``sch_netem``), ``--emulation auto`` says
-  why and falls back to a user-space relay on 127.0.0.1 (a separate process, one
-  thread per direction, timer slack 1 us) that forwards every chunk a fixed delay
-  after it arrived, with a private loopback redis-server behind it. The relay's own
-  forwarding costs time, so its delay is calibrated until a PING round trip through
-  it measures about r; ``--emulation netem`` skips the section instead. Either way
-  the PING round trip measured during the run is printed with the figures.
+  joins the two namespaces of this machine, ``tc qdisc add dev <veth> root netem delay
+  <r/2>ms`` on both ends, redis-server inside the namespace bound to its veth address,
+  the client here; everything is torn down at the end, on failure and on Ctrl-C (the
+  loopback device and any Redis on 127.0.0.1:6379 are never touched). That path
+  changes the host's network configuration for the run, so it is opt-in (``--emulation
+  netem`` or ``auto``); the default, ``--emulation relay``, is a user-space relay, and
+  ``auto`` falls back to it when netem is missing (a kernel built without
+  ``sch_netem``, as on the machine of benchmarks/README.md): a relay on 127.0.0.1 (a
+  separate process, one thread per direction, timer slack 1 us) that forwards every
+  chunk a fixed delay after it arrived, with a private loopback redis-server behind
+  it. The relay's own forwarding costs time, so its delay is calibrated until a PING
+  round trip through it measures about r; ``--emulation netem`` skips the section
+  instead. Either way the PING round trip measured during the run is printed with the
+  figures.
 
 Comparisons, in every regime, interleaved round by round (ours, seed, PINGs, rotating
 the order), each figure the median of per-round values:
@@ -772,8 +775,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--emulation",
         choices=("auto", "netem", "relay"),
-        default="auto",
-        help="how to delay: netem in a network namespace, a user-space relay, or netem else the relay",
+        default="relay",
+        help=(
+            "how to delay (default relay: a user-space relay on 127.0.0.1, no change to the host); "
+            "netem: a network namespace + veth + netem qdisc, needs root and changes host networking "
+            "for the run; auto: netem when available, else the relay"
+        ),
     )
     parser.add_argument("--serve-relay", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
