@@ -6,6 +6,9 @@ sync and async) and their Protocols, :class:`ToolBoundary` /
 parsers. Everything else lives in underscore modules or subpackages.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
 from .adapters import (
     AsyncInvocationStore,
     AsyncMemoryStore,
@@ -55,6 +58,12 @@ from .providers import (
     envelopes_from_openai_chat,
     envelopes_from_openai_responses,
 )
+
+try:
+    #: The installed distribution's version (``canonical-invocation-store``), e.g. ``"0.1.0"``.
+    __version__: str = _distribution_version("canonical-invocation-store")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ERROR_MESSAGES",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -18,6 +19,14 @@ __all__ = ["build_parser", "main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS = ("replay", "inspect", "fuzz", "check_trace")
+
+
+def _version() -> str:
+    """The installed distribution's version, ``0+unknown`` when it is not installed."""
+    try:
+        return importlib.metadata.version("canonical-invocation-store")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source tree, not installed
+        return "0+unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
             "inspect a run's records, fuzz a store with the stateful machine, check a trace "
             "against the reference kernel."
         ),
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {_version()}",
+        help="print the installed version (canonical-invocation-store) and exit",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:

@@ -42,6 +42,15 @@ exit status:
   2  malformed trace (not JSON Lines of the trace format: the line number and
      the JSON path of the bad value), or the file cannot be read
 
+--json prints exactly one JSON object on stdout whatever the outcome (keys as in
+spec/trace.md, section 4):
+  {"status": "conforms", "lines": N, "unfinished_calls": N}
+  {"status": "divergence", "line", "op", "where", "expected", "observed",
+   "requirement", "message"}
+  {"status": "malformed", "line", "where", "message"}
+  {"status": "error", "line": null, "where": null, "message"}  (unreadable file,
+   bad --max-line-bytes)
+
 examples:
   invocation-store check-trace run.trace.jsonl
   my-impl --record-trace - | invocation-store check-trace -
@@ -65,7 +74,10 @@ def register(subparsers: Any) -> None:
     output.add_argument(
         "--json",
         action="store_true",
-        help="print the verdict as one JSON object on standard output instead of text",
+        help=(
+            "print the verdict as one JSON object on standard output instead of text (always one "
+            "object, also for a malformed trace or an unreadable file; the exit status is unchanged)"
+        ),
     )
     output.add_argument("-q", "--quiet", action="store_true", help="print nothing when the trace conforms")
     parser.add_argument(
@@ -85,6 +97,15 @@ def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:
     one over-long chunk is ever read. (A C-level iterator: no Python frame per line.)
     """
     return iter(functools.partial(stream.readline, limit + 1), b"")
+
+
+def _error(message: str, args: argparse.Namespace) -> int:
+    """An error before any line was checked: exit 2; one stderr line, plus the verdict with --json."""
+    if args.json:
+        verdict = {"status": "error", "line": None, "where": None, "message": message}
+        print(json.dumps(verdict, ensure_ascii=True, sort_keys=True))
+    print(f"check-trace: {message}", file=sys.stderr)
+    return 2
 
 
 def _report(report: CheckReport, args: argparse.Namespace) -> int:
@@ -111,8 +132,7 @@ def _report(report: CheckReport, args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Check the trace named by ``args.trace``; returns the exit code (0, 1 or 2)."""
     if args.max_line_bytes < 1:
-        print("check-trace: --max-line-bytes must be positive", file=sys.stderr)
-        return 2
+        return _error("--max-line-bytes must be positive", args)
     # The replay allocates many short-lived, acyclic objects: collecting young
     # generations less often saves ~15% of the time; cycles are still collected.
     gc.set_threshold(100_000, 50, 50)
@@ -124,6 +144,5 @@ def run(args: argparse.Namespace) -> int:
             report = check_lines(_lines(stream, limit), max_line_bytes=limit)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        print(f"check-trace: cannot read {args.trace}: {reason}", file=sys.stderr)
-        return 2
+        return _error(f"cannot read {args.trace}: {reason}", args)
     return _report(report, args)

@@ -10,7 +10,12 @@ breaks, the broken invariant and Hypothesis' minimal failing sequence of steps.
 ``--mutant NAME`` plants one known fault (``--list-mutants``) in a memory store to
 show the machine catching it. With ``--store redis`` and no ``--redis-url`` a
 private redis-server is started on a free loopback port and stopped afterwards;
-the Redis URL (which may hold a password) is never printed.
+the Redis URL (which may hold a password) is never printed. The URL may also come
+from the ``INVOCATION_STORE_REDIS_URL`` environment variable (``--redis-url`` wins).
+
+Nothing is left in the current directory: Hypothesis runs with no example database
+(``database=None``) and keeps its caches in a temporary directory removed at the
+end, unless ``HYPOTHESIS_STORAGE_DIRECTORY`` names one.
 
 Exit status: 0 when every example passed (with ``--mutant``: when the planted fault
 was caught), 1 when an invariant broke (with ``--mutant``: when it survived), 2 for
@@ -21,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
@@ -30,6 +37,9 @@ from typing import Any, TextIO
 __all__ = ["register", "run"]
 
 STORES = ("memory", "async-memory", "redis", "async-redis", "differential")
+
+#: Read for the Redis URL when ``--redis-url`` is not given (same as replay and inspect).
+REDIS_URL_ENV = "INVOCATION_STORE_REDIS_URL"
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +54,10 @@ def register(subparsers: Any) -> None:
             "step against the reference kernel. Progress on stderr; a summary, or the minimal failing "
             "sequence, on stdout. Exit 0 when every example passed, 1 when an invariant broke, 2 for a bad "
             "option or an unreachable Redis. With --mutant, exit 0 when the planted fault was caught and 1 "
-            "when it survived."
+            "when it survived. Writes nothing to the current directory: no Hypothesis example database "
+            "(database=None, so a failure is replayed with --seed, not from a database) and Hypothesis' "
+            "caches go to a temporary directory removed afterwards (or to HYPOTHESIS_STORAGE_DIRECTORY "
+            "if set), so no .hypothesis/ directory appears."
         ),
     )
     parser.add_argument(
@@ -61,7 +74,9 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help=(
             "Redis to use for the redis stores (only keys under a fresh 'cis-fuzz-*' prefix are written and "
-            "deleted); default: start a private redis-server on a free loopback port"
+            f"deleted); default: the {REDIS_URL_ENV} environment variable if set (prefer it for a URL with "
+            "a password: it stays out of ps and the shell history), else start a private redis-server on "
+            "a free loopback port"
         ),
     )
     parser.add_argument(
@@ -69,7 +84,12 @@ def register(subparsers: Any) -> None:
         type=_positive,
         default=100,
         metavar="N",
-        help="examples (runs of the machine), default 100",
+        help=(
+            "examples to generate, default 100 (Hypothesis' max_examples): at most N examples pass. The "
+            "summary counts every example run, which can be more: examples Hypothesis discards as invalid "
+            "(they drew too much data) run too, and once an invariant breaks, generation stops and "
+            "shrinking runs more examples to find the minimal failing sequence"
+        ),
     )
     parser.add_argument(
         "--steps", type=_positive, default=50, metavar="N", help="steps per example, default 50"
@@ -152,6 +172,23 @@ def _redis_url(given: str | None, needed: bool, quiet: bool) -> Iterator[str | N
         if not quiet:
             print("started a private redis-server on a free loopback port", file=sys.stderr)
         yield url
+
+
+@contextlib.contextmanager
+def _hypothesis_home() -> Iterator[None]:
+    """Hypothesis' storage (caches) in a temporary directory, unless the user chose one."""
+    from hypothesis import configuration  # noqa: PLC0415 - optional dependency
+
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    previous = configuration.storage_directory(intent_to_write=False).home_directory
+    with tempfile.TemporaryDirectory(prefix="cis-fuzz-hypothesis-") as home:
+        configuration.set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(previous)
 
 
 def _factories(store: str, url: str | None, closers: list[Any]) -> list[Callable[..., Any]]:
@@ -247,8 +284,9 @@ def run(args: argparse.Namespace) -> int:
     reported: list[str] = []
     failure: BaseException | None = None
     with contextlib.ExitStack() as stack:
+        given = args.redis_url or os.environ.get(REDIS_URL_ENV) or None
         try:
-            url = stack.enter_context(_redis_url(args.redis_url, args.store in _REDIS_STORES, args.quiet))
+            url = stack.enter_context(_redis_url(given, args.store in _REDIS_STORES, args.quiet))
         except Exception as exc:  # noqa: BLE001 - a missing binary or a failed start is a one-line error
             return _fail(f"cannot start a private redis-server ({type(exc).__name__}); pass --redis-url")
         reason = None if url is None else _check_redis(url)
@@ -272,6 +310,7 @@ def run(args: argparse.Namespace) -> int:
         def collect(value: object) -> None:
             reported.append(str(value))
 
+        stack.enter_context(_hypothesis_home())
         started = time.perf_counter()
         with reporting.with_reporter(collect):
             try:

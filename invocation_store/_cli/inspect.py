@@ -1,5 +1,8 @@
 """`invocation-store inspect --redis-url URL --run RUN`: list a run's records in Redis, read-only.
 
+The URL may instead come from the ``INVOCATION_STORE_REDIS_URL`` environment variable
+(``--redis-url`` wins), which keeps a password out of ``ps`` and the shell history.
+
 Reads the run's state, its admission-ordered call list, its records (in one batched
 read, without raw responses unless ``--raw-sizes``) and each record's remaining TTL
 (``PTTL``). Nothing is written: no command of the EXPIRE family (``EXPIRE``,
@@ -20,7 +23,7 @@ from typing import Any
 
 from ..adapters import DEFAULT_PREFIX, StoreUnavailableError
 from ..kernel import is_safe_id
-from .replay import record_row, table, ttl_text
+from .replay import REDIS_URL_ENV, record_row, redis_url_from, table, ttl_text, unavailable
 
 __all__ = ["inspect_run", "register", "run"]
 
@@ -41,7 +44,13 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--redis-url", metavar="URL", required=True, help="Redis URL, e.g. redis://host:6379/0"
+        "--redis-url",
+        metavar="URL",
+        help=(
+            f"Redis URL, e.g. redis://host:6379/0; default: the {REDIS_URL_ENV} environment variable "
+            "(prefer it for a URL with a password: it stays out of ps and the shell history); one of "
+            "the two is required"
+        ),
     )
     parser.add_argument("--run", metavar="RUN", required=True, help="the run id to list")
     parser.add_argument(
@@ -148,27 +157,30 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """List the run; returns the exit status (0 found, 1 not found or store failure, 2 bad option)."""
+    url = redis_url_from(args)
+    if url is None:
+        return _fail(f"needs a Redis URL: pass --redis-url or set {REDIS_URL_ENV}", 2)
     if not is_safe_id(args.run):
         return _fail("the run id is not a safe id (1-128 of A-Z a-z 0-9 _ - . :)", 2)
     from ..adapters.redis import RedisStore  # noqa: PLC0415 - redis only when asked for
 
     try:
-        store = RedisStore.from_url(args.redis_url, prefix=args.prefix)
+        store = RedisStore.from_url(url, prefix=args.prefix)
     except StoreUnavailableError as exc:
-        return _fail(f"the Redis store is unavailable ({exc.cause})", 1)
+        return _fail(unavailable(exc), 1)
     except Exception as exc:  # noqa: BLE001 - a bad URL must not print a traceback or the URL
         return _fail(f"cannot use the Redis URL or prefix ({type(exc).__name__})", 2)
     try:
         listing = inspect_run(store, args.run, raw_sizes=args.raw_sizes)
     except StoreUnavailableError as exc:
-        return _fail(f"the Redis store is unavailable ({exc.cause})", 1)
+        return _fail(unavailable(exc), 1)
     finally:
         store.close()
+    if listing["run"] is None and not listing["records"]:
+        # Nothing found: the error alone, no empty listing on stdout.
+        return _fail(f"no run {args.run} under this prefix (unknown or expired)", 1)
     if args.json:
         print(json.dumps(listing, indent=2, ensure_ascii=False))
     else:
         print(render_text(listing, raw_sizes=args.raw_sizes))
-    if listing["run"] is None and not listing["records"]:
-        print(f"{_PROG}: no run {args.run} under this prefix (unknown or expired)", file=sys.stderr)
-        return 1
     return 0

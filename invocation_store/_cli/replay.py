@@ -31,6 +31,10 @@ one message one after the other, so sequences are deterministic). The output lis
 the run's canonical records (sizes only, never a raw response or a request text),
 the calls rejected before any record was written, and the progress facts.
 
+The store is in memory unless a Redis URL is given, by ``--redis-url`` or else by
+the ``INVOCATION_STORE_REDIS_URL`` environment variable (which keeps a password out
+of ``ps`` and the shell history); ``--prefix`` without either is an error.
+
 Exit status: 0 when the transcript was replayed (whatever the calls' outcomes), 1
 when the store failed or the run could not be opened, 2 for a malformed transcript
 or a bad option (one line on stderr, never a traceback).
@@ -41,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -71,13 +76,16 @@ from ..tools import DEFAULT_SUMMARY_BYTES, default_registry
 
 __all__ = [
     "FORMATS",
+    "REDIS_URL_ENV",
     "TranscriptError",
     "detect_format",
     "extract_calls",
     "load_transcript",
+    "redis_url_from",
     "register",
     "replay",
     "run",
+    "unavailable",
 ]
 
 #: Supported transcript formats, as ``--format`` spells them.
@@ -102,6 +110,10 @@ _META = "x_invocation_store"
 _RUN_NOTE = "x_run_id"
 _META_KEYS = {"run_id", "description", "data_dir", "options"}
 _PROG = "invocation-store replay"
+
+#: Environment variable read for the Redis URL when ``--redis-url`` is not given (replay,
+#: inspect and fuzz): keeps a URL with a password out of ``ps`` and the shell history.
+REDIS_URL_ENV = "INVOCATION_STORE_REDIS_URL"
 _NO_RECORD = frozenset({*PREFLIGHT_ORDER, ErrorCode.STORE_UNAVAILABLE, None})
 
 
@@ -503,11 +515,13 @@ def replay(
         byte_budget=settings.byte_budget,
     )
     if opened is ErrorCode.STORE_UNAVAILABLE:
-        raise StoreUnavailableError("open_run")
+        # The boundary keeps the failure's type to its log; one read names it (CIS-FAIL-5).
+        store.get_run(settings.run_id)
+        raise StoreUnavailableError()
     if isinstance(opened, ErrorCode):
         raise ReplayError(
             f"cannot open run {settings.run_id}: {opened.value} "
-            "(a live run with this id and other parameters exists; choose another --run-id)"
+            "(a live run with this id already exists; choose another --run-id)"
         )
     context: RunContext = opened
     calls: list[dict[str, Any]] = []
@@ -735,13 +749,20 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--redis-url",
         metavar="URL",
-        help="use the Redis store at URL (e.g. redis://127.0.0.1:6379/0) instead of the in-memory store",
+        help=(
+            "use the Redis store at URL (e.g. redis://127.0.0.1:6379/0) instead of the in-memory store; "
+            f"default: the {REDIS_URL_ENV} environment variable, so Redis is used whenever it is set "
+            "(prefer it for a URL with a password: it stays out of ps and the shell history)"
+        ),
     )
     parser.add_argument(
         "--prefix",
         metavar="P",
-        default=DEFAULT_PREFIX,
-        help=f"key prefix in Redis, only with --redis-url (default: {DEFAULT_PREFIX})",
+        default=None,
+        help=(
+            f"key prefix in Redis (default: {DEFAULT_PREFIX}); only with a Redis URL (--redis-url or "
+            f"{REDIS_URL_ENV}), an error otherwise"
+        ),
     )
     parser.add_argument(
         "--run-id",
@@ -783,12 +804,25 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _open_store(args: argparse.Namespace) -> tuple[InvocationStore, str]:
-    if args.redis_url is None:
+def redis_url_from(args: argparse.Namespace) -> str | None:
+    """``--redis-url`` if given, else :data:`REDIS_URL_ENV` if set and not empty, else None."""
+    given: str | None = args.redis_url
+    if given:
+        return given
+    return os.environ.get(REDIS_URL_ENV) or None
+
+
+def unavailable(exc: StoreUnavailableError) -> str:
+    """The one-line message for a failed Redis store: the exception *type* only (CIS-FAIL-5)."""
+    return f"the Redis store is unavailable ({exc.cause})"
+
+
+def _open_store(args: argparse.Namespace, url: str | None) -> tuple[InvocationStore, str]:
+    if url is None:
         return MemoryStore(), "memory"
     from ..adapters.redis import RedisStore  # noqa: PLC0415 - redis only when asked for
 
-    return RedisStore.from_url(args.redis_url, prefix=args.prefix), "redis"
+    return RedisStore.from_url(url, prefix=args.prefix or DEFAULT_PREFIX), "redis"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -800,15 +834,18 @@ def run(args: argparse.Namespace) -> int:
         package_logger = logging.getLogger("invocation_store")
         if not any(isinstance(handler, logging.NullHandler) for handler in package_logger.handlers):
             package_logger.addHandler(logging.NullHandler())
+    url = redis_url_from(args)
+    if args.prefix is not None and url is None:
+        return _fail(f"--prefix needs a Redis store: pass --redis-url or set {REDIS_URL_ENV}", 2)
     try:
         transcript = load_transcript(args.transcript, args.format, args.run_id)
         settings = _resolve(args, transcript)
     except TranscriptError as exc:
         return _fail(str(exc), 2)
     try:
-        store, kind = _open_store(args)
+        store, kind = _open_store(args, url)
     except StoreUnavailableError as exc:
-        return _fail(f"the Redis store is unavailable ({exc.cause})", 1)
+        return _fail(unavailable(exc), 1)
     except Exception as exc:  # noqa: BLE001 - a bad URL must not print a traceback or the URL
         return _fail(f"cannot use the Redis URL ({type(exc).__name__})", 2)
     try:
@@ -816,7 +853,7 @@ def run(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         return _fail(str(exc), 1)
     except StoreUnavailableError as exc:
-        return _fail(f"the {kind} store is unavailable ({exc.cause})", 1)
+        return _fail(unavailable(exc) if kind == "redis" else f"the {kind} store failed ({exc.cause})", 1)
     finally:
         store.close()
     if args.json:

@@ -126,12 +126,18 @@ def classify(
 
 
 def cite(run_id: str, tool_call_id: str, record: CanonicalRecord | None, now_ms: int) -> Citation:
-    """Classify ``record`` for citation by run ``run_id`` at ``now_ms`` (CIS-REF-1..3)."""
+    """Classify ``record`` for citation by run ``run_id`` at ``now_ms`` (CIS-REF-1..3).
+
+    ``Citation.tool_call_id`` echoes the id only when it is a safe id; an unsafe one
+    is cited as ``""`` with reason UNSAFE_ID (CIS-ERR-1).
+    """
     reason = classify(run_id, tool_call_id, record, now_ms)
     if reason is not None or record is None:
         return Citation(
             kind=CitationKind.NOT_REFERENCABLE,
-            tool_call_id=tool_call_id,
+            # An unsafe id is not echoed: it may be anything the agent wrote,
+            # unbounded and key-like (CIS-ERR-1).
+            tool_call_id=tool_call_id if is_safe_id(tool_call_id) else "",
             reason=reason or ExclusionReason.MISSING,
         )
     kind = (

@@ -172,8 +172,8 @@ class MalformedTraceError(Exception):
         self.reason = reason
 
     def as_json(self) -> dict[str, Any]:
-        """JSON-ready form (for ``check-trace --json``)."""
-        return {"status": "malformed", "line": self.line, "where": self.where, "reason": self.reason}
+        """JSON-ready form (for ``check-trace --json``): ``reason`` is under ``message``."""
+        return {"status": "malformed", "line": self.line, "where": self.where, "message": self.reason}
 
 
 @frozen(kw_only=True)

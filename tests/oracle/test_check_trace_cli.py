@@ -107,7 +107,8 @@ def test_malformed_after_valid_lines_names_its_line(
     assert code == 2
     verdict = json.loads(out)
     assert (verdict["status"], verdict["line"], verdict["where"]) == ("malformed", 6, "observed.record")
-    assert "missing required member" in verdict["reason"]
+    assert set(verdict) == {"status", "line", "where", "message"}
+    assert "missing required member" in verdict["message"]
     code, _out, err = _run(capsys, str(trace))
     assert code == 2
     assert "line 6: malformed trace: observed.record:" in err
@@ -123,6 +124,37 @@ def test_long_line_and_missing_file(capsys: pytest.CaptureFixture[str], tmp_path
     assert code == 2
     assert err.count("\n") == 1
     assert "cannot read" in err
+
+
+def test_json_verdict_for_conforming_trace_documents_its_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-ORC-2: --json on a conforming trace prints the keys spec/trace.md documents."""
+    code, out, err = _run(capsys, "--json", str(EXAMPLE))
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"status": "conforms", "lines": 19, "unfinished_calls": 0}
+    doc = (Path(__file__).resolve().parents[2] / "spec" / "trace.md").read_text(encoding="utf-8")
+    for key in ("`lines`", "`unfinished_calls`", '`"error"`', '`"malformed"`', "`message`"):
+        assert key in doc, key
+
+
+def test_json_verdict_for_unreadable_file_and_bad_option(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """CIS-ORC-2: with --json an unreadable file still prints one JSON verdict on stdout (exit 2)."""
+    missing = tmp_path / "missing.jsonl"
+    code, out, err = _run(capsys, "--json", str(missing))
+    assert code == 2
+    assert out.count("\n") == 1
+    verdict = json.loads(out)
+    assert verdict["status"] == "error"
+    assert (verdict["line"], verdict["where"]) == (None, None)
+    assert "cannot read" in verdict["message"]
+    assert err.count("\n") == 1
+    code, out, _err = _run(capsys, "--json", "--max-line-bytes", "0", str(EXAMPLE))
+    assert code == 2
+    assert json.loads(out)["status"] == "error"
+    code, out, _err = _run(capsys, "--json", str(tmp_path))
+    assert code == 2
+    assert json.loads(out)["status"] == "error"
 
 
 def test_help_is_complete(capsys: pytest.CaptureFixture[str]) -> None:
