@@ -11,7 +11,9 @@ this order (each step's failure is a code, CIS-BND-2):
 1. ``check_envelope`` (preflight 1-6) against the registry's policy for the tool:
    on rejection nothing is written and the executor is not called (CIS-PRE-1).
 2. ``store.create`` (preflight 7-11 and the PROJECTING record, atomically in the
-   store, CIS-PRE-8). Round trip 1.
+   store, CIS-PRE-8). Round trip 1. A replay of this call's own create (resent by
+   the client library) counts as created; any other replay is DUPLICATE_TOOL_CALL
+   (see "Retried creates" below).
 3. ``executor(arguments)`` with the tool's ``timeout_ms`` -> raw response
    (EXECUTION_FAILED, EXECUTION_TIMEOUT, CIS-FAIL-2, CIS-FAIL-3); a non-text raw
    response is serialized as compact sorted JSON, or SERIALIZATION_FAILED
@@ -37,25 +39,67 @@ Failure containment: no exception raised by an executor, a projector or the stor
 escapes :meth:`ToolBoundary.invoke`. A :class:`StoreUnavailableError` (or any other
 exception from a store method) becomes STORE_UNAVAILABLE (CIS-FAIL-5). Logs carry
 exception *type names* and codes only, never ``str(exc)``, payloads or keys
-(CIS-ERR-2). Exceptions that do escape are programming errors of the caller: a
-non-:class:`RunContext` context, a non-envelope, an async tool on the sync boundary.
+(CIS-ERR-2); a type name that is not a short ASCII identifier is logged as
+``UnprintableType``, since a hostile class name could carry text. Exceptions that do
+escape are programming errors of the caller: a non-:class:`RunContext` context, a
+non-envelope, an async tool on the sync boundary, run parameters out of range
+(``ValueError``: ints within ``[0, 2**53 - 1]``, ``deadline_ms + ttl_ms`` included,
+CIS-RUN-1).
+
+BaseException policy, the same on both boundaries (CIS-FAIL-2, CIS-BND-2): whatever
+tool code raises is that tool's failure, ``SystemExit`` and ``KeyboardInterrupt``
+included: EXECUTION_FAILED from an executor, PROJECTION_FAILED from a projector. On
+the async boundary a ``CancelledError`` the tool raises of its own (from a sub-task
+it cancelled, say) is likewise EXECUTION_FAILED / PROJECTION_FAILED while the task
+awaiting ``invoke`` is not itself being cancelled (``cancelling() == 0``). The only
+interruptions that escape ``invoke`` are the caller's own: a real cancellation of the
+awaiting task (propagated after cancelling the tool's task, which is not awaited), or
+a ``KeyboardInterrupt`` delivered to the calling thread while the sync boundary
+waits on the executor or the store. A real Ctrl-C landing while a sync boundary's
+projector runs in the calling thread cannot be told from one the projector raised:
+it is PROJECTION_FAILED. An interrupted call leaves its record PROJECTING;
+:meth:`ToolBoundary.sweep_stale` moves it to ERROR/STALE_PROJECTION later
+(CIS-LIFE-7).
+
+Text at the edge (CIS-ID-4..6, CIS-SIZE-4): a ``str`` subclass can override
+``__eq__``, ``__hash__``, ``__len__`` or ``isascii`` and be one string when checked
+and another when keyed, compared or measured. None gets past the boundary's edge:
+every envelope field (``run_id``, ``tool_call_id``, ``tool_name``, ``arguments``),
+every :class:`~invocation_store.kernel.Projection` field (``evidence_status``,
+``content``, ``scope``), the run id given to ``open_run``, the id given to ``cite``
+and a raw response are *copied* to an exact ``str`` of the same characters
+(``str.__str__``, which no subclass method intercepts) before any check. The copy is
+what is validated, stored and echoed; no overridden method is ever called. An object
+that is no ``str`` at all but claims to be one through ``__class__`` counts as
+missing text. Envelopes and projections are rebuilt from fields read once, so a
+subclass with properties cannot answer differently later.
+
+Retried creates (CIS-RETRY-2, CIS-BND-6): a client library may resend ``create``
+after a lost reply; the store then answers ``replayed=True`` with the record the
+first attempt wrote. The invocation token is drawn per call (128 random bits), so a
+replay carrying *this* call's token, of a record still exactly as this request
+created it (PROJECTING, no raw response, same ids, tool, request text and
+``created_at_ms``), is this call's own create: the executor runs, once. Any other
+replay is DUPLICATE_TOOL_CALL: a record that moved on (under a token factory that
+repeats itself), or a token that another in-flight call of the same boundary holds.
 
 Timeouts and threads: every sync executor (and, on the async boundary, every sync
-projector) runs in a fresh daemon thread of its own, whose outcome arrives through
-a :class:`concurrent.futures.Future`; the sync boundary waits on it for
-``timeout_ms``, the async one awaits it (``asyncio.wrap_future``) under
-:func:`asyncio.wait_for`. Python cannot kill a thread: an executor that overruns
-keeps running in the background until it returns by itself; its result is then
-discarded, the record being already ERROR/EXECUTION_TIMEOUT. Tools should therefore
-enforce their own deadlines too. Because each call has its own thread, a hung tool
-never occupies a shared pool worker (such as the loop's default executor behind
-``asyncio.to_thread``, only ``min(32, CPUs + 4)`` wide), and being a daemon it never
-delays interpreter exit nor the end of ``asyncio.run``. A coroutine executor over
-its timeout is cancelled by ``asyncio.wait_for``.
-
-A call interrupted by the caller (``KeyboardInterrupt``, task cancellation) leaves
-its record PROJECTING; :meth:`ToolBoundary.sweep_stale` moves it to
-ERROR/STALE_PROJECTION later (CIS-LIFE-7).
+projector) runs in a fresh daemon thread of its own, whose outcome arrives through a
+:class:`concurrent.futures.Future`; the sync boundary waits on it for
+``timeout_ms``. On the async boundary every executor and projector call runs in an
+asyncio task of its own, awaited with :func:`asyncio.wait` (under ``timeout_ms`` for
+executors): over it the task is cancelled but never awaited, so a tool that ignores
+cancellation cannot stretch the call, which is EXECUTION_TIMEOUT (CIS-FAIL-3). An
+abandoned task stays referenced until it ends; its outcome is then retrieved and
+discarded (no "exception was never retrieved" noise). Python cannot kill a thread:
+an executor that overruns keeps running in the background until it returns by
+itself; its result is discarded, the record being already ERROR/EXECUTION_TIMEOUT.
+Tools should therefore enforce their own deadlines too. Because each call has its
+own thread, a hung tool never occupies a shared pool worker (such as the loop's
+default executor behind ``asyncio.to_thread``, only ``min(32, CPUs + 4)`` wide), and
+being a daemon it never delays interpreter exit nor the end of ``asyncio.run``. (A
+coroutine that ignores cancellation for ever does delay the end of ``asyncio.run``,
+which cancels and awaits every task left.)
 
 Example (sync)::
 
@@ -94,11 +138,13 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, TypeAlias, TypeVar
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from .adapters import AsyncInvocationStore, InvocationStore, StoreUnavailableError
 from .kernel import (
     ERROR_MESSAGES,
+    MAX_SAFE_INT,
+    Admission,
     AdmissionRequest,
     CanonicalRecord,
     Citation,
@@ -157,8 +203,26 @@ def _new_token() -> str:
 
 
 def _positive_int(_inst: object, _attribute: object, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError("timeout_ms must be a positive int (milliseconds)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SAFE_INT:
+        raise ValueError("timeout_ms must be an int in [1, 2**53 - 1] (milliseconds)")
+
+
+def _exact_text(value: object) -> Any:
+    """The boundary's edge for text (CIS-ID-4..6, CIS-SIZE-4).
+
+    An exact ``str`` is returned as is; a ``str`` subclass is copied to an exact
+    ``str`` of its real characters (``str.__str__`` cannot be intercepted by the
+    subclass); an object that is no ``str`` but claims to be one (``__class__``)
+    becomes ``None`` (missing text); anything else is returned unchanged for the
+    kernel to refuse with its code. Typed ``Any``: the result goes into fields
+    the kernel checks totally.
+    """
+    cls = type(value)
+    if cls is str:
+        return value
+    if issubclass(cls, str):
+        return str.__str__(value)
+    return None if isinstance(value, str) else value
 
 
 def _callable(_inst: object, attribute: Any, value: Any) -> None:
@@ -178,14 +242,15 @@ class ToolSpec:
     - ``authorized`` / ``read_only``: only the literal ``True`` passes preflight;
       anything else fails closed as UNAUTHORIZED / NOT_READ_ONLY (CIS-PRE-4..6).
     - ``timeout_ms``: the executor's time limit in ms (default 30 s); over it the
-      call is EXECUTION_TIMEOUT (CIS-FAIL-3).
+      call is EXECUTION_TIMEOUT (CIS-FAIL-3); at most ``2**53 - 1``.
 
-    The async boundary accepts sync and async callables; the sync boundary only sync
-    ones. Construction raises ``ValueError`` for a non-positive timeout and
+    A ``str`` subclass given as ``name`` is stored as an exact ``str`` copy. The
+    async boundary accepts sync and async callables; the sync boundary only sync
+    ones. Construction raises ``ValueError`` for a timeout out of range and
     ``TypeError`` for a non-callable executor or projector.
     """
 
-    name: str
+    name: str = field(converter=_exact_text)
     executor: Executor | AsyncExecutor = field(validator=_callable)
     projector: Projector | AsyncProjector = field(validator=_callable)
     authorized: bool = True
@@ -341,8 +406,9 @@ def _raw_text(value: object) -> str | None:
     A ``str`` is kept as is (a subclass is copied to a plain ``str``); anything else
     is serialized once as compact, key-sorted JSON without NaN/Infinity.
     """
-    if isinstance(value, str):
-        return str.__str__(value) if type(value) is not str else value
+    if issubclass(type(value), str):
+        text: str = _exact_text(value)
+        return text
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except Exception:  # noqa: BLE001 - any failure to serialize is SERIALIZATION_FAILED (CIS-FAIL-4)
@@ -364,43 +430,111 @@ def _require_sync(tool: ToolSpec) -> None:
         raise TypeError("ToolBoundary runs sync tools only; use AsyncToolBoundary for async ones")
 
 
-def _check_context(context: object) -> None:
+def _check_context(context: object) -> RunContext:
+    """The context as an exact RunContext holding an exact ``str`` run id.
+
+    Raises ``TypeError`` for a non-RunContext and ``ValueError`` (RunContext's own
+    check) if a subclass or a mutated context holds an unsafe run id.
+    """
     if not isinstance(context, RunContext):
         raise TypeError("context must be a RunContext")
+    run_id = context.run_id
+    if type(context) is RunContext and type(run_id) is str:
+        return context
+    return RunContext(run_id=_exact_text(run_id))
+
+
+def _exact_envelope(envelope: ToolCallEnvelope) -> ToolCallEnvelope:
+    """The envelope rebuilt from its fields, each read once and copied to exact text
+    (see "Text at the edge" in the module docstring)."""
+    return ToolCallEnvelope(
+        run_id=_exact_text(envelope.run_id),
+        tool_call_id=_exact_text(envelope.tool_call_id),
+        tool_name=_exact_text(envelope.tool_name),
+        arguments=_exact_text(envelope.arguments),
+    )
+
+
+def _exact_projection(projection: Projection) -> Projection:
+    """The projection rebuilt from its fields, each read once and copied to exact text."""
+    return Projection(
+        evidence_status=_exact_text(projection.evidence_status),
+        content=_exact_text(projection.content),
+        scope=_exact_text(projection.scope),
+    )
+
+
+def _safe_citation(citation: Citation) -> Citation:
+    """A citation of an unsafe id, without the id's text (CIS-ERR-1, CIS-REF-3).
+
+    The kernel echoes the id it was asked about; an unsafe one (unbounded, key-like,
+    control characters) must not reach the agent, so it is blanked to ``""``.
+    """
+    return evolve(citation, tool_call_id="")
+
+
+def _is_int_in(value: object, minimum: int) -> bool:
+    """``value`` is a non-bool int in ``[minimum, MAX_SAFE_INT]`` (exact in every store)."""
+    return not isinstance(value, bool) and isinstance(value, int) and minimum <= value <= MAX_SAFE_INT
 
 
 def _check_older_than(older_than_ms: object) -> None:
-    if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or older_than_ms < 0:
-        raise ValueError("older_than_ms must be a non-negative int (milliseconds)")
+    if not _is_int_in(older_than_ms, 0):
+        raise ValueError("older_than_ms must be an int in [0, 2**53 - 1] (milliseconds)")
 
 
 def _check_run_parameters(
     deadline_ms: object, ttl_ms: object, tool_call_budget: object, byte_budget: object
 ) -> None:
+    """Raise ``ValueError`` unless every parameter is an int within its range (CIS-RUN-1).
+
+    Ranges: ``deadline_ms`` and both budgets ``[0, 2**53 - 1]``, ``ttl_ms``
+    ``[1, 2**53 - 1]``, and ``deadline_ms + ttl_ms`` (when the run state lapses) at
+    most ``2**53 - 1``: larger values are not exact in every store (Lua numbers are
+    doubles), a caller's error rather than a store failure (CIS-FAIL-5).
+    """
     for name, value, minimum in (
         ("deadline_ms", deadline_ms, 0),
         ("ttl_ms", ttl_ms, 1),
         ("tool_call_budget", tool_call_budget, 0),
         ("byte_budget", byte_budget, 0),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name} must be an int >= {minimum}")
+        if not _is_int_in(value, minimum):
+            raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
+    assert isinstance(deadline_ms, int)
+    assert isinstance(ttl_ms, int)
+    if deadline_ms + ttl_ms > MAX_SAFE_INT:
+        raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
+
+
+_UNPRINTABLE_TYPE: Final = "UnprintableType"
+
+
+def _type_name(obj: object) -> str:
+    """``type(obj).__name__`` if it is a short ASCII identifier, else ``UnprintableType``
+    (a hostile class name could carry text into logs, CIS-ERR-2)."""
+    return _safe_name(type(obj).__name__)
+
+
+def _safe_name(name: object) -> str:
+    if type(name) is str and len(name) <= 64 and name.isascii() and name.isidentifier():
+        return name
+    return _UNPRINTABLE_TYPE
 
 
 def _cause(exc: BaseException) -> str:
     """Type name of a store failure, for logs (the original type for a StoreUnavailableError)."""
+    name = _type_name(exc)
     if isinstance(exc, StoreUnavailableError):
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, str) and cause.isidentifier():
-            return f"{type(exc).__name__}({cause})"
-    return type(exc).__name__
+        return f"{name}({_safe_name(getattr(exc, 'cause', None))})"
+    return name
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailableError:
     """A safe StoreUnavailableError for any store exception: type names only (CIS-FAIL-5)."""
     if isinstance(exc, StoreUnavailableError):
         return exc
-    return StoreUnavailableError(type(exc).__name__)
+    return StoreUnavailableError(_type_name(exc))
 
 
 def _code_of(exc: StoreUnavailableError) -> ErrorCode:
@@ -442,6 +576,23 @@ class _Core:
         self.limits = limits
         self._token_factory = token_factory
         self._log = logger if logger is not None else _LOGGER
+        # Tokens of this boundary's calls between create and their end: a replay is
+        # only ever our own create when no other call of ours holds the same token.
+        self._in_flight: set[str] = set()
+        self._in_flight_lock = threading.Lock()
+
+    def _claim(self, token: str) -> bool:
+        """Mark ``token`` in flight; False if another call of this boundary holds it
+        (a token factory that repeats itself)."""
+        with self._in_flight_lock:
+            if token in self._in_flight:
+                return False
+            self._in_flight.add(token)
+            return True
+
+    def _release(self, token: str) -> None:
+        with self._in_flight_lock:
+            self._in_flight.discard(token)
 
     # -- step 1: preflight 1-6 and argument parsing (nothing written) ----------------
 
@@ -449,10 +600,10 @@ class _Core:
         """Preflight checks 1-6, then parse the arguments twice (executor and projector
         each get their own copy, so an executor mutating its arguments cannot change
         what the projector sees)."""
-        if not isinstance(context, RunContext):
-            raise TypeError("context must be a RunContext")
+        context = _check_context(context)
         if not isinstance(envelope, ToolCallEnvelope):
             raise TypeError("envelope must be a ToolCallEnvelope")
+        envelope = _exact_envelope(envelope)
         tool = self.registry.get(envelope.tool_name)
         code = check_envelope(context, envelope, None if tool is None else tool.policy, self.limits)
         if code is not None:
@@ -474,11 +625,11 @@ class _Core:
         )
 
     def _request(self, context: RunContext, prepared: _Prepared, now_ms: int) -> AdmissionRequest:
-        token = self._token_factory()
-        if not isinstance(token, str) or not token:
+        token = _exact_text(self._token_factory())
+        if type(token) is not str or not token:
             raise TypeError("token_factory must return a non-empty str")
         return AdmissionRequest(
-            run_id=context.run_id,
+            run_id=_check_context(context).run_id,
             tool_call_id=prepared.tool_call_id,
             tool_name=prepared.tool.name,
             request_json=prepared.arguments,
@@ -498,7 +649,10 @@ class _Core:
             return transition(created, Failed(code=ErrorCode.EXECUTION_TIMEOUT, now_ms=now_ms), self.limits)
         if outcome.failure is not None:
             self._log.warning(
-                "tool %s executor raised %s: %s", name, outcome.failure, ErrorCode.EXECUTION_FAILED.value
+                "tool %s executor raised %s: %s",
+                name,
+                _safe_name(outcome.failure),
+                ErrorCode.EXECUTION_FAILED.value,
             )
             return transition(created, Failed(code=ErrorCode.EXECUTION_FAILED, now_ms=now_ms), self.limits)
         raw = _raw_text(outcome.value)
@@ -506,7 +660,7 @@ class _Core:
             self._log.warning(
                 "tool %s executor returned an unserializable %s: %s",
                 name,
-                type(outcome.value).__name__,
+                _type_name(outcome.value),
                 ErrorCode.SERIALIZATION_FAILED.value,
             )
             return transition(
@@ -521,7 +675,10 @@ class _Core:
         name = record.tool_name
         if outcome.failure is not None:
             self._log.warning(
-                "tool %s projector raised %s: %s", name, outcome.failure, ErrorCode.PROJECTION_FAILED.value
+                "tool %s projector raised %s: %s",
+                name,
+                _safe_name(outcome.failure),
+                ErrorCode.PROJECTION_FAILED.value,
             )
             return transition(record, Failed(code=ErrorCode.PROJECTION_FAILED, now_ms=now_ms), self.limits)
         projection = outcome.value
@@ -529,7 +686,17 @@ class _Core:
             self._log.warning(
                 "tool %s projector returned a %s: %s",
                 name,
-                type(projection).__name__,
+                _type_name(projection),
+                ErrorCode.PROJECTION_INVALID.value,
+            )
+            return transition(record, Failed(code=ErrorCode.PROJECTION_INVALID, now_ms=now_ms), self.limits)
+        try:
+            projection = _exact_projection(projection)
+        except Exception as exc:  # noqa: BLE001 - a Projection whose fields cannot be read is invalid
+            self._log.warning(
+                "tool %s projection unreadable (%s): %s",
+                name,
+                _type_name(exc),
                 ErrorCode.PROJECTION_INVALID.value,
             )
             return transition(record, Failed(code=ErrorCode.PROJECTION_INVALID, now_ms=now_ms), self.limits)
@@ -541,9 +708,23 @@ class _Core:
         self._log.info("tool call refused at admission: %s", admitted.value)
         return _failure(admitted, echo)
 
+    def _own_replay(self, admitted: Admission, request: AdmissionRequest, claimed: bool) -> bool:
+        """Is this replayed admission our own create, retried by the client library?
+
+        Yes when no other call of this boundary holds the token (``claimed``) and the
+        record is still exactly what ``request`` created: this call's token (128
+        random bits, drawn for this call only), PROJECTING without a raw response,
+        the same ids, tool and request text, ``created_at_ms == request.now_ms``
+        (CIS-RETRY-2). Anything else is a replay of another call (CIS-BND-6).
+        """
+        if claimed and _is_own_create(admitted.record, request):
+            self._log.info("create retried by the store client: recognised as this invocation")
+            return True
+        return False
+
     def _replayed(self, echo: str | None) -> BoundaryResult:
-        # A fresh token is drawn per invocation, so a "replay" means the token
-        # factory repeated itself: treat it as the duplicate it is (CIS-BND-6).
+        # Not our own create: the token factory repeated itself, and the record is
+        # another call's (or has moved on). Treat it as the duplicate it is (CIS-BND-6).
         self._log.warning("invocation token reused: %s", ErrorCode.DUPLICATE_TOOL_CALL.value)
         return _failure(ErrorCode.DUPLICATE_TOOL_CALL, echo)
 
@@ -585,6 +766,20 @@ def _parse_object(arguments: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _is_own_create(record: CanonicalRecord, request: AdmissionRequest) -> bool:
+    """``record`` is exactly the PROJECTING record ``request`` creates (CIS-RETRY-2)."""
+    return (
+        record.status is InvocationStatus.PROJECTING
+        and record.raw_response is None
+        and record.invocation_token == request.invocation_token
+        and record.run_id == request.run_id
+        and record.tool_call_id == request.tool_call_id
+        and record.tool_name == request.tool_name
+        and record.request_json == request.request_json
+        and record.created_at_ms == request.now_ms
+    )
+
+
 def _is_projecting(record: CanonicalRecord | None) -> bool:
     return record is not None and record.status is InvocationStatus.PROJECTING
 
@@ -598,7 +793,8 @@ def _awaits_projection(record: CanonicalRecord) -> bool:
 
 
 class _WorkerExit(Exception):  # noqa: N818 - carries a BaseException's type name, not an error of ours
-    """A worker thread's ``SystemExit``/``KeyboardInterrupt``, handed over as a plain failure."""
+    """Tool code's ``SystemExit``/``KeyboardInterrupt`` (any BaseException but a
+    cancellation), handed over as a plain failure carrying its safe type name."""
 
 
 def _start_thread(fn: Callable[..., object], *args: object) -> concurrent.futures.Future[object]:
@@ -621,7 +817,7 @@ def _start_thread(fn: Callable[..., object], *args: object) -> concurrent.future
         except Exception as exc:  # noqa: BLE001 - handed to the caller as a failure (CIS-FAIL-2)
             future.set_exception(exc)
         except BaseException as exc:  # noqa: BLE001 - never re-raised in the caller's thread
-            future.set_exception(_WorkerExit(type(exc).__name__))
+            future.set_exception(_WorkerExit(_type_name(exc)))
         else:
             future.set_result(value)
 
@@ -630,13 +826,21 @@ def _start_thread(fn: Callable[..., object], *args: object) -> concurrent.future
 
 
 def _failure_name(exc: BaseException) -> str:
-    return exc.args[0] if isinstance(exc, _WorkerExit) else type(exc).__name__
+    """The safe type name of what tool code raised (CIS-ERR-2)."""
+    if isinstance(exc, _WorkerExit) and exc.args:
+        return _safe_name(exc.args[0])
+    return _type_name(exc)
+
+
+def _seconds(timeout_ms: int) -> float:
+    """``timeout_ms`` in seconds, capped where thread waits would overflow."""
+    return min(timeout_ms / 1000, threading.TIMEOUT_MAX)
 
 
 def _run_in_thread(fn: Callable[..., object], timeout_ms: int, *args: object) -> _Outcome:
     """Run ``fn(*args)`` in a worker thread, waiting at most ``timeout_ms`` (CIS-FAIL-3)."""
     future = _start_thread(fn, *args)
-    done, _ = concurrent.futures.wait([future], timeout=timeout_ms / 1000)
+    done, _ = concurrent.futures.wait([future], timeout=_seconds(timeout_ms))
     if not done:
         return _Outcome(timed_out=True)
     exc = future.exception()
@@ -646,10 +850,12 @@ def _run_in_thread(fn: Callable[..., object], timeout_ms: int, *args: object) ->
 
 
 def _call_sync(fn: Callable[..., object], *args: object) -> _Outcome:
+    """Call a sync projector in the caller's thread; whatever it raises, SystemExit and
+    KeyboardInterrupt included, is its failure (the module's BaseException policy)."""
     try:
         value = fn(*args)
-    except Exception as exc:  # noqa: BLE001 - every projector failure is a code (CIS-EVID-5)
-        return _Outcome(failure=type(exc).__name__)
+    except BaseException as exc:  # noqa: BLE001 - every projector failure is a code (CIS-EVID-5, CIS-BND-2)
+        return _Outcome(failure=_type_name(exc))
     return _sync_value(value)
 
 
@@ -713,10 +919,13 @@ class ToolBoundary(_Core):
         Domain failures are returned, never raised: RUN_MISMATCH for an unsafe run id,
         INVALID_TRANSITION for a live run opened with other parameters (reopening with
         the same ones returns the same context, CIS-RETRY-3), STORE_UNAVAILABLE when
-        the store fails. Raises ``ValueError`` for a negative deadline or budget or a
-        non-positive TTL (programming errors).
+        the store fails. Raises ``ValueError`` (programming errors) for a parameter
+        that is not an int, a negative deadline or budget, a non-positive TTL, any
+        value above ``2**53 - 1`` or ``deadline_ms + ttl_ms`` above it (the largest
+        integer every store keeps exactly, kernel ``MAX_SAFE_INT``).
         """
         _check_run_parameters(deadline_ms, ttl_ms, tool_call_budget, byte_budget)
+        run_id = _exact_text(run_id)
         if not is_safe_id(run_id):
             return ErrorCode.RUN_MISMATCH
         try:
@@ -739,7 +948,7 @@ class ToolBoundary(_Core):
         INVALID_TRANSITION (already cancelled or closed), STORE_UNAVAILABLE. Calls
         already running finish normally.
         """
-        _check_context(context)
+        context = _check_context(context)
         try:
             return _sync_store(self.store.cancel_run, context.run_id)
         except StoreUnavailableError as exc:
@@ -751,7 +960,7 @@ class ToolBoundary(_Core):
         Same returns as :meth:`cancel_run`. Records are kept: progress and citations
         still read them until their TTL.
         """
-        _check_context(context)
+        context = _check_context(context)
         try:
             return _sync_store(self.store.close_run, context.run_id)
         except StoreUnavailableError as exc:
@@ -768,7 +977,10 @@ class ToolBoundary(_Core):
         executor, projector and store failure is a code in it, never an exception
         (CIS-FAIL-1). A rejected call writes nothing and never reaches the executor
         (CIS-PRE-1); the executor runs at most once per (run, tool_call_id)
-        (CIS-BND-6). A success costs two store round trips: create, complete.
+        (CIS-BND-6), and once when the store client resent this call's create
+        (CIS-RETRY-2). A success costs two store round trips: create, complete.
+        Envelope text is read as exact ``str`` copies (module docstring, "Text at
+        the edge").
 
         Raises ``TypeError`` only for programming errors: a context that is not a
         RunContext, an envelope that is not a ToolCallEnvelope, an async tool, a
@@ -783,10 +995,14 @@ class ToolBoundary(_Core):
         operation = "create"
         try:
             request = self._request(context, prepared, _sync_store(self.store.now_ms))
+        except StoreUnavailableError as exc:
+            return self._store_failed(exc, operation, echo)
+        claimed = self._claim(request.invocation_token)
+        try:
             admitted = _sync_store(self.store.create, request, self.limits)
             if isinstance(admitted, ErrorCode):
                 return self._admission_refused(admitted, echo)
-            if admitted.replayed:
+            if admitted.replayed and not self._own_replay(admitted, request, claimed):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
@@ -801,6 +1017,9 @@ class ToolBoundary(_Core):
             stored = _sync_store(self.store.complete, created, final)
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
+        finally:
+            if claimed:
+                self._release(request.invocation_token)
         return self._finish(final, stored, echo)
 
     # -- reads ----------------------------------------------------------------------
@@ -817,7 +1036,7 @@ class ToolBoundary(_Core):
         are marked ``negative``. Raises :class:`StoreUnavailableError` (fixed, safe
         message) if the store fails.
         """
-        _check_context(context)
+        context = _check_context(context)
         run_id = context.run_id
         try:
             identities = _sync_store(self.store.completed, run_id)
@@ -836,12 +1055,15 @@ class ToolBoundary(_Core):
         READY + NO_EVIDENCE: NEGATIVE_OBSERVATION with its scope; anything else
         (ERROR, PROJECTING, missing, expired, other run, unsafe id):
         NOT_REFERENCABLE with its reason. An unsafe id is answered without touching
-        the store. Never raw data. Raises :class:`StoreUnavailableError` if the store
-        fails.
+        the store, as NOT_REFERENCABLE/UNSAFE_ID with ``tool_call_id`` blanked to
+        ``""``: its text is never echoed (CIS-ERR-1). A ``str`` subclass id is read as
+        an exact copy of its characters. Never raw data. Raises
+        :class:`StoreUnavailableError` if the store fails.
         """
-        _check_context(context)
+        context = _check_context(context)
+        tool_call_id = _exact_text(tool_call_id)
         if not is_safe_id(tool_call_id):
-            return cite(context.run_id, tool_call_id, None, 0)
+            return _safe_citation(cite(context.run_id, tool_call_id, None, 0))
         try:
             record = _sync_store(self.store.get, context.run_id, tool_call_id)
             now_ms = _sync_store(self.store.now_ms)
@@ -860,7 +1082,7 @@ class ToolBoundary(_Core):
         :class:`StoreUnavailableError` if the store fails, ``ValueError`` for a
         negative age.
         """
-        _check_context(context)
+        context = _check_context(context)
         _check_older_than(older_than_ms)
         run_id = context.run_id
         swept = 0
@@ -889,10 +1111,16 @@ class ToolBoundary(_Core):
 # Async
 
 
-async def _acall(fn: Callable[..., object], *args: object) -> _Outcome:
-    """Call an async callable in the loop, or a sync one in its own worker thread
-    (see :func:`_start_thread`); an awaitable it returns is awaited. Failures become
-    outcomes."""
+#: Tool tasks abandoned after a timeout or a cancellation of their caller, kept
+#: referenced until they end (the loop holds tasks only weakly).
+_ABANDONED: Final[set[asyncio.Task[object]]] = set()
+
+
+async def _settle(fn: Callable[..., object], args: tuple[object, ...]) -> object:
+    """The tool call itself, inside its own task: an async callable in the loop, a sync
+    one in its own worker thread (see :func:`_start_thread`); an awaitable it returns
+    is awaited. A non-cancellation BaseException becomes :class:`_WorkerExit` so it
+    stays this task's outcome instead of stopping the event loop."""
     try:
         if _is_async_callable(fn):
             value = fn(*args)
@@ -900,17 +1128,55 @@ async def _acall(fn: Callable[..., object], *args: object) -> _Outcome:
             value = await asyncio.wrap_future(_start_thread(fn, *args))
         if inspect.isawaitable(value):
             value = await value
-    except Exception as exc:  # noqa: BLE001 - every executor/projector failure is a code (CIS-BND-2)
-        return _Outcome(failure=_failure_name(exc))
-    return _Outcome(value=value)
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: the tool's failure
+        raise _WorkerExit(_type_name(exc)) from None
+    return value
 
 
-async def _acall_with_timeout(fn: Callable[..., object], timeout_ms: int, *args: object) -> _Outcome:
-    """:func:`_acall` bounded by ``timeout_ms``; only the timeout itself is ``timed_out``."""
+def _reap(task: asyncio.Task[object]) -> None:
+    """Done callback of an abandoned task: drop it and retrieve (discard) its outcome."""
+    _ABANDONED.discard(task)
+    if not task.cancelled():
+        task.exception()
+
+
+def _abandon(task: asyncio.Task[object]) -> None:
+    """Cancel ``task`` without awaiting it; keep it referenced until it ends."""
+    task.cancel()
+    if not task.done():
+        _ABANDONED.add(task)
+    task.add_done_callback(_reap)
+
+
+async def _acall(fn: Callable[..., object], timeout_ms: int | None, *args: object) -> _Outcome:
+    """Run a tool call in a task of its own, waiting at most ``timeout_ms`` (CIS-FAIL-3).
+
+    Over the timeout the task is cancelled and abandoned, never awaited: a tool that
+    ignores cancellation cannot stretch the call (``timed_out``). A CancelledError
+    the tool raises while the awaiting task is not being cancelled is a failure like
+    any other (CIS-FAIL-2); a real cancellation of the awaiting task cancels the
+    tool's task and propagates.
+    """
+    task: asyncio.Task[object] = asyncio.ensure_future(_settle(fn, args))
     try:
-        return await asyncio.wait_for(_acall(fn, *args), timeout=timeout_ms / 1000)
-    except TimeoutError:
+        done, _ = await asyncio.wait((task,), timeout=None if timeout_ms is None else _seconds(timeout_ms))
+    except BaseException:  # the caller is cancelled: so is the tool, unawaited
+        _abandon(task)
+        raise
+    if not done:
+        _abandon(task)
         return _Outcome(timed_out=True)
+    if task.cancelled():
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise asyncio.CancelledError
+        return _Outcome(failure="CancelledError")
+    exc = task.exception()
+    if exc is not None:
+        return _Outcome(failure=_failure_name(exc))
+    return _Outcome(value=task.result())
 
 
 class AsyncToolBoundary(_Core):
@@ -918,9 +1184,10 @@ class AsyncToolBoundary(_Core):
 
     ``store`` is an :class:`~invocation_store.adapters.AsyncInvocationStore`
     (AsyncMemoryStore, AsyncRedisStore). Executors and projectors may be sync (each
-    call in its own daemon worker thread, never blocking the loop) or async
-    (awaited in the loop). Concurrent ``invoke`` calls of one run (``asyncio.gather``) are safe: the
-    store decides duplicates and budgets atomically (CIS-RUN-5).
+    call in its own daemon worker thread, never blocking the loop) or async (each
+    call in a task of its own in the loop, abandoned after its timeout). Concurrent
+    ``invoke`` calls of one run (``asyncio.gather``) are safe: the store decides
+    duplicates and budgets atomically (CIS-RUN-5).
     """
 
     def __init__(
@@ -944,6 +1211,7 @@ class AsyncToolBoundary(_Core):
     ) -> RunContext | ErrorCode:
         """See :meth:`ToolBoundary.open_run` (CIS-RUN-1)."""
         _check_run_parameters(deadline_ms, ttl_ms, tool_call_budget, byte_budget)
+        run_id = _exact_text(run_id)
         if not is_safe_id(run_id):
             return ErrorCode.RUN_MISMATCH
         try:
@@ -961,7 +1229,7 @@ class AsyncToolBoundary(_Core):
 
     async def cancel_run(self, context: RunContext) -> RunState | ErrorCode:
         """See :meth:`ToolBoundary.cancel_run` (CIS-RUN-2)."""
-        _check_context(context)
+        context = _check_context(context)
         try:
             return await _async_store(self.store.cancel_run, context.run_id)
         except StoreUnavailableError as exc:
@@ -969,7 +1237,7 @@ class AsyncToolBoundary(_Core):
 
     async def close_run(self, context: RunContext) -> RunState | ErrorCode:
         """See :meth:`ToolBoundary.close_run` (CIS-RUN-2)."""
-        _check_context(context)
+        context = _check_context(context)
         try:
             return await _async_store(self.store.close_run, context.run_id)
         except StoreUnavailableError as exc:
@@ -978,8 +1246,12 @@ class AsyncToolBoundary(_Core):
     async def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
         """See :meth:`ToolBoundary.invoke` (CIS-BND-1, CIS-BND-2).
 
-        Cancelling the task awaiting this propagates ``CancelledError`` and leaves
-        the record PROJECTING, for :meth:`sweep_stale`.
+        Cancelling the task awaiting this propagates ``CancelledError`` (the tool's
+        own task is cancelled, not awaited) and leaves the record PROJECTING, for
+        :meth:`sweep_stale`. A ``CancelledError`` the tool raises while this task is
+        not being cancelled is EXECUTION_FAILED (PROJECTION_FAILED from a projector),
+        and a tool over its ``timeout_ms`` is EXECUTION_TIMEOUT even if it ignores
+        cancellation (CIS-FAIL-2, CIS-FAIL-3).
         """
         prepared = self._prepare(context, envelope)
         if isinstance(prepared, BoundaryResult):
@@ -989,17 +1261,21 @@ class AsyncToolBoundary(_Core):
         operation = "create"
         try:
             request = self._request(context, prepared, _sync_store(self.store.now_ms))
+        except StoreUnavailableError as exc:
+            return self._store_failed(exc, operation, echo)
+        claimed = self._claim(request.invocation_token)
+        try:
             admitted = await _async_store(self.store.create, request, self.limits)
             if isinstance(admitted, ErrorCode):
                 return self._admission_refused(admitted, echo)
-            if admitted.replayed:
+            if admitted.replayed and not self._own_replay(admitted, request, claimed):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
-            executed = await _acall_with_timeout(tool.executor, tool.timeout_ms, prepared.executor_args)
+            executed = await _acall(tool.executor, tool.timeout_ms, prepared.executor_args)
             final = self._after_execution(created, executed, _sync_store(self.store.now_ms))
             if isinstance(final, CanonicalRecord) and _awaits_projection(final):
-                projected = await _acall(tool.projector, final.raw_response, prepared.projector_args)
+                projected = await _acall(tool.projector, None, final.raw_response, prepared.projector_args)
                 final = self._after_projection(final, projected, _sync_store(self.store.now_ms))
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
@@ -1007,11 +1283,14 @@ class AsyncToolBoundary(_Core):
             stored = await _async_store(self.store.complete, created, final)
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
+        finally:
+            if claimed:
+                self._release(request.invocation_token)
         return self._finish(final, stored, echo)
 
     async def project_progress(self, context: RunContext) -> ProgressReport:
         """See :meth:`ToolBoundary.project_progress` (CIS-PROG-1..5)."""
-        _check_context(context)
+        context = _check_context(context)
         run_id = context.run_id
         try:
             identities = await _async_store(self.store.completed, run_id)
@@ -1027,9 +1306,10 @@ class AsyncToolBoundary(_Core):
 
     async def cite(self, context: RunContext, tool_call_id: str) -> Citation:
         """See :meth:`ToolBoundary.cite` (CIS-REF-1..3)."""
-        _check_context(context)
+        context = _check_context(context)
+        tool_call_id = _exact_text(tool_call_id)
         if not is_safe_id(tool_call_id):
-            return cite(context.run_id, tool_call_id, None, 0)
+            return _safe_citation(cite(context.run_id, tool_call_id, None, 0))
         try:
             record = await _async_store(self.store.get, context.run_id, tool_call_id)
             now_ms = _sync_store(self.store.now_ms)
@@ -1039,7 +1319,7 @@ class AsyncToolBoundary(_Core):
 
     async def sweep_stale(self, context: RunContext, older_than_ms: int) -> int:
         """See :meth:`ToolBoundary.sweep_stale` (CIS-LIFE-7)."""
-        _check_context(context)
+        context = _check_context(context)
         _check_older_than(older_than_ms)
         run_id = context.run_id
         swept = 0

@@ -245,6 +245,21 @@ def _parse(arguments: str) -> dict[str, Any]:
     return value
 
 
+def _own_create(record: CanonicalRecord, request: AdmissionRequest) -> bool:
+    """The boundary's test for its own retried create (CIS-RETRY-2): the record is still
+    exactly the PROJECTING record ``request`` creates."""
+    return (
+        record.status is InvocationStatus.PROJECTING
+        and record.raw_response is None
+        and record.invocation_token == request.invocation_token
+        and record.run_id == request.run_id
+        and record.tool_call_id == request.tool_call_id
+        and record.tool_name == request.tool_name
+        and record.request_json == request.request_json
+        and record.created_at_ms == request.now_ms
+    )
+
+
 def predict_invoke(
     model: KernelModel,
     context: RunContext,
@@ -279,7 +294,10 @@ def predict_invoke(
     admission = model.create(request)
     if isinstance(admission, ErrorCode):
         return Invocation(result=failure_result(admission, echo), token=True, executed=None, admitted=None)
-    if admission.replayed:
+    if admission.replayed and not _own_create(admission.record, request):
+        # A replay that is not this call's own create, retried: the token factory
+        # repeated itself (CIS-BND-6). The model is sequential, so no other call of the
+        # boundary can hold the token at the same time.
         code = ErrorCode.DUPLICATE_TOOL_CALL
         return Invocation(result=failure_result(code, echo), token=True, executed=None, admitted=None)
     created = admission.record

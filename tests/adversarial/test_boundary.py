@@ -1,4 +1,4 @@
-"""Adversarial tests of the ToolBoundary: each is a defect found by attack (strict xfail until fixed)."""
+"""Adversarial tests of the ToolBoundary: each was a defect found by attack (a strict xfail until fixed)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,6 @@ class _RetriedCreateStore:
         return self.inner.create(request, limits)  # the retry: recognised as a replay
 
 
-@pytest.mark.xfail(
-    strict=True, reason="boundary answers a replayed (retried) create with DUPLICATE_TOOL_CALL"
-)
 def test_retried_create_of_the_same_invocation_still_runs_the_tool(clock: FakeClock) -> None:
     """CIS-RETRY-2, CIS-BND-6: a create that reached the store twice (a redis-py retry) is the
     same invocation: the tool runs exactly once and the record completes, instead of the
@@ -65,9 +62,6 @@ def test_retried_create_of_the_same_invocation_still_runs_the_tool(clock: FakeCl
     assert (result.ok, len(runs), record.status) == (True, 1, InvocationStatus.READY)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="asyncio.wait_for returns the value of an executor that ignores cancel"
-)
 def test_async_executor_that_ignores_cancellation_still_times_out(clock: FakeClock) -> None:
     """CIS-FAIL-3: an async executor over its timeout is EXECUTION_TIMEOUT even when it
     swallows the cancellation and returns a value late (here 6x its 50 ms timeout)."""
@@ -92,7 +86,6 @@ def test_async_executor_that_ignores_cancellation_still_times_out(clock: FakeClo
     assert result.code is ErrorCode.EXECUTION_TIMEOUT
 
 
-@pytest.mark.xfail(strict=True, reason="a CancelledError raised by an async executor escapes invoke")
 def test_async_executor_raising_cancelled_error_is_an_execution_failure(clock: FakeClock) -> None:
     """CIS-FAIL-2, CIS-BND-2: an async tool whose own sub-task was cancelled raises
     CancelledError although nobody cancelled invoke; that is EXECUTION_FAILED, not an
@@ -136,9 +129,6 @@ class _HashLiar(str):
         return True
 
 
-@pytest.mark.xfail(
-    strict=True, reason="str subclasses are used as ids as given: MemoryStore keys by their __hash__"
-)
 def test_str_subclass_id_cannot_run_the_executor_twice(clock: FakeClock) -> None:
     """CIS-ID-5, CIS-BND-6: a second call with the id "call_1" is a duplicate even when the
     id object is a str subclass with a lying __hash__/__eq__; the executor runs once."""
@@ -170,7 +160,6 @@ class _SizeLiar(str):
         return 1
 
 
-@pytest.mark.xfail(strict=True, reason="byte limits measure str subclasses through their own isascii/__len__")
 def test_projection_str_subclass_cannot_bypass_the_agent_result_limit(clock: FakeClock) -> None:
     """CIS-SIZE-1, CIS-SIZE-4: a projection whose content is a str subclass lying about its
     length is still measured in real UTF-8 bytes: 100,000 bytes never pass a 100-byte limit."""
@@ -190,7 +179,6 @@ def test_projection_str_subclass_cannot_bypass_the_agent_result_limit(clock: Fak
     assert not result.ok
 
 
-@pytest.mark.xfail(strict=True, reason="cite echoes an unsafe, unbounded tool_call_id back to the agent")
 def test_citation_of_an_unsafe_id_does_not_echo_it(clock: FakeClock) -> None:
     """CIS-ERR-1, CIS-REF-3: like BoundaryResult (which echoes only safe ids), a Citation for
     an unsafe id does not carry the id text back (here key-like text and 100 KB of it)."""
@@ -204,7 +192,6 @@ def test_citation_of_an_unsafe_id_does_not_echo_it(clock: FakeClock) -> None:
     assert unsafe not in repr(citation)
 
 
-@pytest.mark.xfail(strict=True, reason="a caller error (deadline >= 2**53) is reported as STORE_UNAVAILABLE")
 def test_out_of_range_run_parameters_are_a_value_error_not_a_store_failure(clock: FakeClock) -> None:
     """CIS-RUN-1, CIS-FAIL-5: a deadline the store cannot keep exactly (>= 2**53 ms) is the
     caller's ValueError, as documented, not STORE_UNAVAILABLE (the store is fine)."""

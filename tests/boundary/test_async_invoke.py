@@ -227,7 +227,7 @@ def test_async_failures_map_to_codes(
 
 @pytest.mark.parametrize("kind", ["async", "sync"])
 def test_async_timeout(make_async_store: Any, clock: FakeClock, kind: str) -> None:
-    """CIS-FAIL-3: an async executor over its timeout is cancelled, a sync one abandoned."""
+    """CIS-FAIL-3: an async executor over its timeout is cancelled (unawaited), a sync one abandoned."""
     executor: Any = AsyncExecutor(sleep_s=5) if kind == "async" else FakeExecutor(block=True)
     projector = AsyncProjector()
 
@@ -241,6 +241,8 @@ def test_async_timeout(make_async_store: Any, clock: FakeClock, kind: str) -> No
         assert projector.calls == []
         assert (await store.get(RUN, "call_1")).error_code is ErrorCode.EXECUTION_TIMEOUT
         if kind == "async":
+            # Cancelled without being awaited: the cancellation lands at the loop's next turn.
+            await asyncio.sleep(0)
             assert executor.cancelled
 
     run(make_async_store, clock, scenario, spec(executor, projector, timeout_ms=50))
@@ -308,11 +310,15 @@ def test_async_run_lifecycle(make_async_store: Any, clock: FakeClock) -> None:
             OTHER_RUN, deadline_ms=clock.now + 1_000, ttl_ms=10_000, tool_call_budget=5, byte_budget=1_000
         )
         assert isinstance(other, RunContext)
-        assert (await boundary.cancel_run(other)).status.value == "CANCELLED"
+        cancelled = await boundary.cancel_run(other)
+        assert not isinstance(cancelled, ErrorCode)
+        assert cancelled.status.value == "CANCELLED"
         result = await boundary.invoke(other, envelope("call_3", run_id=OTHER_RUN))
         assert result.code is ErrorCode.RUN_INACTIVE
         assert await boundary.close_run(other) is ErrorCode.INVALID_TRANSITION
-        assert (await boundary.close_run(context)).status.value == "CLOSED"
+        closed = await boundary.close_run(context)
+        assert not isinstance(closed, ErrorCode)
+        assert closed.status.value == "CLOSED"
         assert await boundary.open_run(
             "bad id", deadline_ms=1, ttl_ms=1, tool_call_budget=0, byte_budget=0
         ) is (ErrorCode.RUN_MISMATCH)
