@@ -75,7 +75,7 @@ def check_arguments(text: object, max_depth: int = 64) -> ErrorCode | None:
     at most ``max_depth`` (CIS-JSON-5); integers within Python's default
     int-conversion limit (4300 digits) (CIS-JSON-6).
     """
-    if not isinstance(text, str):
+    if type(text) is not str:  # a str subclass could lie about its own characters
         return ErrorCode.INVALID_ARGUMENTS
     try:
         if not text.isascii():

@@ -63,7 +63,9 @@ def check_envelope(
     code = check_tool_call_id(envelope.tool_call_id)
     if code is not None:
         return code
-    if not isinstance(envelope.run_id, str) or envelope.run_id != context.run_id:
+    # Exact ``str`` only, here and below: a subclass can override ``__eq__``/``__ne__``
+    # and so compare equal to anything (CIS-PRE-3, CIS-PRE-5).
+    if type(envelope.run_id) is not str or envelope.run_id != context.run_id:
         return ErrorCode.RUN_MISMATCH
     arguments = envelope.arguments
     if check_arguments(arguments, limits.max_json_depth) is not None:
@@ -74,7 +76,7 @@ def check_envelope(
         return ErrorCode.REQUEST_TOO_LARGE
     if (
         policy is None
-        or not isinstance(envelope.tool_name, str)
+        or type(envelope.tool_name) is not str
         or policy.name != envelope.tool_name
         or utf8_len(envelope.tool_name) is None  # a name with no UTF-8 form cannot be stored
         or policy.authorized is not True

@@ -330,7 +330,7 @@ def _begin(event: Begin, limits: Limits) -> TransitionResult:
 
 def _raw(record: CanonicalRecord, event: RawReceived, limits: Limits) -> CanonicalRecord:
     raw = event.raw_response
-    if not isinstance(raw, str):
+    if type(raw) is not str:
         return _error(record, ErrorCode.SERIALIZATION_FAILED, event.now_ms, keep_raw=False)
     size = utf8_len(raw)
     if size is None:
@@ -362,7 +362,7 @@ def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limi
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)  # CIS-EVID-5
     evidence = EvidenceStatus(status)
     content, scope = projection.content, projection.scope
-    if not isinstance(content, str) or not isinstance(scope, str):
+    if type(content) is not str or type(scope) is not str:  # exact str: sizes must not lie
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
     if evidence is EvidenceStatus.NO_EVIDENCE and scope.strip() == "":
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)  # CIS-EVID-3

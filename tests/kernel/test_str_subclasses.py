@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from invocation_store.kernel import ErrorCode, call_key, check_tool_call_id, is_safe_id, utf8_len
+from invocation_store.kernel import (
+    ErrorCode,
+    ProjectionReceived,
+    RunContext,
+    ToolCallEnvelope,
+    ToolPolicy,
+    call_key,
+    check_envelope,
+    check_tool_call_id,
+    is_safe_id,
+    transition,
+    utf8_len,
+)
+
+from ._helpers import LIMITS, T0, begun, projection, with_raw
 
 
 class _Liar(str):
@@ -42,3 +57,24 @@ def test_sizes_are_measured_on_the_real_characters() -> None:
     """CIS-SIZE-1: an overridden __len__ or isascii does not shrink a value."""
     assert utf8_len(_Liar("x" * 1000)) == 1000
     assert utf8_len(_Liar("é" * 10)) == 20
+
+
+def test_preflight_and_projection_demand_exact_str() -> None:
+    """CIS-PRE-3, CIS-PRE-5, CIS-JSON-1, CIS-SIZE-4: a lying subclass cannot pass a comparison or a size."""
+    context = RunContext(run_id="run-1")
+    policy = ToolPolicy(name="search", authorized=True, read_only=True)
+    good = ToolCallEnvelope(run_id="run-1", tool_call_id="call_1", tool_name="search", arguments='{"q":1}')
+    assert check_envelope(context, good, policy, LIMITS) is None
+    cases = {
+        "run_id": ErrorCode.RUN_MISMATCH,
+        "arguments": ErrorCode.INVALID_ARGUMENTS,
+        "tool_name": ErrorCode.UNAUTHORIZED,
+    }
+    for name, code in cases.items():
+        forged = attrs.evolve(good, **{name: _Liar(getattr(good, name))})
+        assert check_envelope(context, forged, policy, LIMITS) is code, name
+    held = with_raw(begun())
+    lying = projection(content=_Liar("x" * 100_000))
+    result = transition(held, ProjectionReceived(projection=lying, now_ms=T0 + 20), LIMITS)
+    assert not isinstance(result, ErrorCode)
+    assert result.error_code is ErrorCode.PROJECTION_INVALID
