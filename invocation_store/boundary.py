@@ -80,8 +80,11 @@ first attempt wrote. The invocation token is drawn per call (128 random bits), s
 replay carrying *this* call's token, of a record still exactly as this request
 created it (PROJECTING, no raw response, same ids, tool, request text and
 ``created_at_ms``), is this call's own create: the executor runs, once. Any other
-replay is DUPLICATE_TOOL_CALL: a record that moved on (under a token factory that
-repeats itself), or a token that another in-flight call of the same boundary holds.
+replay is DUPLICATE_TOOL_CALL: a record that moved on, or a token that more than one
+call of the same boundary drew (a token factory that repeats itself, concurrently or
+one call after another, within the last 65,536 tokens): fail closed, so the executor
+never runs twice for one key; a record left PROJECTING is swept. Repeats across
+processes cannot be seen locally: tokens must be unique (CIS-RETRY-1).
 
 Timeouts and threads: every sync executor (and, on the async boundary, every sync
 projector) runs in a fresh daemon thread of its own, whose outcome arrives through a
@@ -127,6 +130,7 @@ Example (asyncio)::
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextvars
 import functools
@@ -558,6 +562,11 @@ async def _async_store(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: An
         raise _unavailable(exc) from None
 
 
+#: How many recent invocation tokens a boundary remembers to recognise a token
+#: factory that repeats itself (CIS-RETRY-1); older repeats cannot be detected.
+_TOKEN_WINDOW = 65_536
+
+
 class _Core:
     """State and pure steps shared by :class:`ToolBoundary` and :class:`AsyncToolBoundary`."""
 
@@ -576,23 +585,27 @@ class _Core:
         self.limits = limits
         self._token_factory = token_factory
         self._log = logger if logger is not None else _LOGGER
-        # Tokens of this boundary's calls between create and their end: a replay is
-        # only ever our own create when no other call of ours holds the same token.
-        self._in_flight: set[str] = set()
-        self._in_flight_lock = threading.Lock()
+        # How many calls of this boundary drew each recent token (a bounded LRU
+        # window). A replay is our own create only while exactly one call ever drew
+        # its token: a factory that repeats itself, concurrently or one call after
+        # another, makes every later replay under that token a DUPLICATE (fail
+        # closed: the executor never runs twice, a leftover PROJECTING is swept).
+        self._token_uses: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._token_lock = threading.Lock()
 
     def _claim(self, token: str) -> bool:
-        """Mark ``token`` in flight; False if another call of this boundary holds it
-        (a token factory that repeats itself)."""
-        with self._in_flight_lock:
-            if token in self._in_flight:
-                return False
-            self._in_flight.add(token)
-            return True
+        """Count one more call drawing ``token``; True if it is the first in the window."""
+        with self._token_lock:
+            uses = self._token_uses.pop(token, 0) + 1
+            self._token_uses[token] = uses
+            while len(self._token_uses) > _TOKEN_WINDOW:
+                self._token_uses.popitem(last=False)
+            return uses == 1
 
-    def _release(self, token: str) -> None:
-        with self._in_flight_lock:
-            self._in_flight.discard(token)
+    def _sole_use(self, token: str) -> bool:
+        """True while exactly one call of this boundary has drawn ``token``."""
+        with self._token_lock:
+            return self._token_uses.get(token) == 1
 
     # -- step 1: preflight 1-6 and argument parsing (nothing written) ----------------
 
@@ -711,13 +724,14 @@ class _Core:
     def _own_replay(self, admitted: Admission, request: AdmissionRequest, claimed: bool) -> bool:
         """Is this replayed admission our own create, retried by the client library?
 
-        Yes when no other call of this boundary holds the token (``claimed``) and the
-        record is still exactly what ``request`` created: this call's token (128
+        Yes when no other call of this boundary ever drew the token (``claimed``, and
+        still the sole use when the replay comes back) and the record is still
+        exactly what ``request`` created: this call's token (128
         random bits, drawn for this call only), PROJECTING without a raw response,
         the same ids, tool and request text, ``created_at_ms == request.now_ms``
         (CIS-RETRY-2). Anything else is a replay of another call (CIS-BND-6).
         """
-        if claimed and _is_own_create(admitted.record, request):
+        if claimed and self._sole_use(request.invocation_token) and _is_own_create(admitted.record, request):
             self._log.info("create retried by the store client: recognised as this invocation")
             return True
         return False
@@ -1017,9 +1031,6 @@ class ToolBoundary(_Core):
             stored = _sync_store(self.store.complete, created, final)
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
-        finally:
-            if claimed:
-                self._release(request.invocation_token)
         return self._finish(final, stored, echo)
 
     # -- reads ----------------------------------------------------------------------
@@ -1283,9 +1294,6 @@ class AsyncToolBoundary(_Core):
             stored = await _async_store(self.store.complete, created, final)
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
-        finally:
-            if claimed:
-                self._release(request.invocation_token)
         return self._finish(final, stored, echo)
 
     async def project_progress(self, context: RunContext) -> ProgressReport:

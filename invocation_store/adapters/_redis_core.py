@@ -760,7 +760,8 @@ def plan_complete(
     head = f"{now_ms} {after.status} {code or ''} {updated} {charge} {done_id}"
     tail = f"{evidence or ''} {before.created_at_ms} {before.expires_at_ms} {before.sequence}"
     sent = (keys.record_wire(tool_call_id), keys.run_wire, keys.done_wire, keys.raw_wire(tool_call_id))
-    token, texts = before.invocation_token, (result or "", scope or "")
+    token = before.invocation_token
+    texts = (result or "", scope or "", before.tool_name, before.request_json)
     if raw is None:
         header = f"{head}  {before_raw}D{after_raw} {tail}".encode()
         full = CompleteCall((_FOUR, *sent, header, token, "", *texts), None, None)

@@ -245,7 +245,10 @@ return 'OK ' .. table.concat(run, ' ')
 #   the stored record must carry them too, or the caller's ``before`` is not the
 #   record the kernel saw (kernel ``decide_complete`` compares the whole identity)
 # ARGV[2] - before.invocation_token; ARGV[3] - raw response ("S"), ARGV[4] -
-#   agent_result, ARGV[5] - scope ("" when not "S")
+#   agent_result, ARGV[5] - scope ("" when not "S"); ARGV[6] - before.tool_name,
+#   ARGV[7] - before.request_json (free text, so not in the header): with the
+#   header's created/expires/sequence and the token, the whole identity of
+#   ``before`` is compared with the stored record, as kernel ``decide_complete`` does
 # return "WRITE" after HSET status/updated_at_ms and the "S" fields and HDEL of the
 #   "D" fields present in KEYS[1] (its TTL is kept: no expire command touches it); the raw
 #   STRING is written ("S": SET, "T": RENAME from KEYS[5]) with PX = the record's
@@ -265,9 +268,10 @@ now = tonumber(now)
 local raw_op = string.sub(mask, 3, 3)
 local s = redis.call('HMGET', KEYS[1], 'status', 'invocation_token', 'error_code',
   'updated_at_ms', 'expires_at_ms', 'evidence_status', 'agent_result', 'scope',
-  'created_at_ms', 'sequence')
+  'created_at_ms', 'sequence', 'tool_name', 'request_json')
 if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2]
-    or s[5] ~= b_expires or s[9] ~= b_created or s[10] ~= b_seq then
+    or s[5] ~= b_expires or s[9] ~= b_created or s[10] ~= b_seq
+    or s[11] ~= ARGV[6] or s[12] ~= ARGV[7] then
   if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
   return 'ERR INVALID_TRANSITION'
 end

@@ -1,0 +1,103 @@
+"""Round-2 adversarial tests of the boundary's "own retried create" rule (CIS-BND-6)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from invocation_store.adapters import AsyncMemoryStore, MemoryStore
+from invocation_store.boundary import AsyncToolBoundary, ToolBoundary, ToolRegistry, ToolSpec
+from invocation_store.kernel import Admission, AdmissionRequest, ErrorCode, Limits, RunContext
+from invocation_store.testing import FakeClock
+
+from ._support import RUN, envelope, found, run_params
+
+_REASON = (
+    "the in-flight token set only guards calls that overlap in the order claim-then-create; "
+    "a repeated token whose record is still PROJECTING (created by a call that did not claim "
+    "it, or by one that already ended) is taken as this call's own create: executor runs twice"
+)
+
+
+class _SlowFirstCreate(AsyncMemoryStore):
+    """The first create waits until a second create has been answered."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.second_done = asyncio.Event()
+        self.creates = 0
+
+    async def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        self.creates += 1
+        if self.creates == 1:
+            await self.second_done.wait()
+            return await super().create(request, limits)
+        result = await super().create(request, limits)
+        self.second_done.set()
+        return result
+
+
+def test_repeated_token_race_runs_the_executor_once(clock: FakeClock) -> None:
+    """CIS-BND-6, CIS-RETRY-2: two concurrent invokes of one key under a token factory that
+    repeats itself (same ms) run the executor at most once, whichever create lands first."""
+    runs: list[int] = []
+
+    def executor(_args: Mapping[str, Any]) -> str:
+        runs.append(1)
+        return "raw"
+
+    async def main() -> list[object]:
+        store = _SlowFirstCreate(clock)
+        boundary = AsyncToolBoundary(
+            store,
+            ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)]),
+            token_factory=lambda: "tok",
+        )
+        context = await boundary.open_run(RUN, **run_params(clock()))
+        assert isinstance(context, RunContext)
+        results = await asyncio.gather(
+            boundary.invoke(context, envelope("call_1")), boundary.invoke(context, envelope("call_1"))
+        )
+        return [r.code for r in results]
+
+    codes = asyncio.run(main())
+    assert len(runs) == 1, codes
+    assert ErrorCode.DUPLICATE_TOOL_CALL in codes
+
+
+class _CompleteFailsOnce(MemoryStore):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.failed = False
+
+    def complete(self, before: Any, after: Any) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("lost")
+        return super().complete(before, after)
+
+
+def test_repeated_token_after_a_failed_complete_runs_the_executor_once(clock: FakeClock) -> None:
+    """CIS-BND-6: a call whose complete failed leaves its record PROJECTING; the same envelope
+    invoked again (same ms, a token factory that repeats itself) is DUPLICATE_TOOL_CALL and
+    never runs the executor a second time."""
+    runs: list[int] = []
+
+    def executor(_args: Mapping[str, Any]) -> str:
+        runs.append(1)
+        return "raw"
+
+    store = _CompleteFailsOnce(clock)
+    boundary = ToolBoundary(
+        store,
+        ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)]),
+        token_factory=lambda: "tok",
+    )
+    context = boundary.open_run(RUN, **run_params(clock()))
+    assert isinstance(context, RunContext)
+    first = boundary.invoke(context, envelope("call_1"))
+    assert first.code is ErrorCode.STORE_UNAVAILABLE
+    second = boundary.invoke(context, envelope("call_1"))
+    assert len(runs) == 1
+    assert second.code is ErrorCode.DUPLICATE_TOOL_CALL
