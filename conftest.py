@@ -1,7 +1,6 @@
 """Shared pytest fixtures for tests/ and stateful_tests/.
 
-OWNERSHIP: the Redis half of this file (``redis_url`` and the ``redis`` branches of
-the store factories) is filled in with the Redis store. Fixture names are a contract:
+Fixture names are a contract that the test suites and the stateful kit rely on:
 
 - ``clock``: a :class:`~invocation_store.testing.FakeClock`.
 - ``redis_url``: URL of a private, throwaway redis-server (or ``REDIS_URL``);

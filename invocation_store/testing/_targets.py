@@ -15,6 +15,7 @@ remaining TTLs. It is read in one go per step and shared by every invariant.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import inspect
 import logging
@@ -132,7 +133,7 @@ def is_async_store(store: object) -> bool:
     return inspect.iscoroutinefunction(getattr(store, "create", None))
 
 
-class Target:
+class Target(abc.ABC):
     """One store and its boundary, as the machine drives them (see the module doc)."""
 
     name: str
@@ -143,55 +144,55 @@ class Target:
     asynchronous: bool
     logs: LogCapture
 
+    @abc.abstractmethod
     def open_run(self, run_id: str, **params: int) -> RunContext | ErrorCode:
         """``boundary.open_run``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def end_run(self, context: RunContext, *, cancel: bool) -> RunState | ErrorCode:
         """``boundary.cancel_run`` or ``boundary.close_run``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
         """``boundary.invoke``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def cite(self, context: RunContext, tool_call_id: str) -> Citation:
         """``boundary.cite``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def progress(self, context: RunContext) -> ProgressReport:
         """``boundary.project_progress``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def sweep(self, context: RunContext, older_than_ms: int) -> int:
         """``boundary.sweep_stale``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         """``store.create`` (a worker that creates and then crashes)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
         """``store.complete`` (a late or replaying worker)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def race(self, requests: Sequence[AdmissionRequest], limits: Limits) -> list[Admission | ErrorCode]:
         """``store.create`` of every request at once (threads or tasks)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
         """``store.get``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def snapshot(
         self, run_ids: Sequence[str], tool_call_ids: Sequence[str], ttl_keys: Sequence[Key]
     ) -> Snapshot:
         """Read everything observable about ``run_ids`` x ``tool_call_ids``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
         """Release the tools, the store and (async) the event loop."""
-        raise NotImplementedError
 
 
 class SyncTarget(Target):
