@@ -1,5 +1,6 @@
 """Adapters: the I/O half. Each applies what the kernel decided (CIS-STORE-1)."""
 
+from ._forwarding import ForwardingStore
 from ._protocol import AsyncInvocationStore, InvocationStore, StoreUnavailableError
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
 from .redis import DEFAULT_PREFIX, AsyncRedisStore, RedisStore, UnsupportedRedisError
@@ -9,6 +10,7 @@ __all__ = [
     "AsyncInvocationStore",
     "AsyncMemoryStore",
     "AsyncRedisStore",
+    "ForwardingStore",
     "InvocationStore",
     "MemoryStore",
     "RedisStore",

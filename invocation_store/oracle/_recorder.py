@@ -24,10 +24,10 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TextIO
 
-from ..adapters import InvocationStore
+from ..adapters import ForwardingStore, InvocationStore
 from ..boundary import BoundaryResult, ToolBoundary, ToolRegistry, ToolSpec
 from ..kernel import (
     Admission,
@@ -146,21 +146,18 @@ _CAPTURE: contextvars.ContextVar[_Capture | _SweepCapture | None] = contextvars.
 )
 
 
-class _RecordingStore:
+class _RecordingStore(ForwardingStore):
     """An :class:`~invocation_store.adapters.InvocationStore` that reports to the recorder."""
 
     def __init__(self, inner: InvocationStore, recorder: RecordingBoundary) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._recorder = recorder
         self.last_run: RunState | ErrorCode | None = None
-
-    def now_ms(self) -> int:
-        return self.inner.now_ms()
 
     def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
     ) -> RunState | ErrorCode:
-        result = self.inner.open_run(
+        result = super().open_run(
             run_id,
             deadline_ms=deadline_ms,
             ttl_ms=ttl_ms,
@@ -169,15 +166,6 @@ class _RecordingStore:
         )
         self.last_run = result
         return result
-
-    def cancel_run(self, run_id: str) -> RunState | ErrorCode:
-        return self.inner.cancel_run(run_id)
-
-    def close_run(self, run_id: str) -> RunState | ErrorCode:
-        return self.inner.close_run(run_id)
-
-    def get_run(self, run_id: str) -> RunState | None:
-        return self.inner.get_run(run_id)
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         capture = _CAPTURE.get()
@@ -196,26 +184,6 @@ class _RecordingStore:
             elif isinstance(capture, _Capture) and not capture.closed:
                 self._recorder.write_step(capture)
         return result
-
-    def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
-        return self.inner.get(run_id, tool_call_id)
-
-    def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
-    ) -> Mapping[str, CanonicalRecord | None]:
-        return self.inner.get_many(run_id, tool_call_ids, include_raw=include_raw)
-
-    def completed(self, run_id: str) -> tuple[str, ...]:
-        return self.inner.completed(run_id)
-
-    def calls(self, run_id: str) -> tuple[str, ...]:
-        return self.inner.calls(run_id)
-
-    def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
-        return self.inner.ttl_remaining_ms(run_id, tool_call_id)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _wrap_executor(executor: Callable[..., Any]) -> Callable[..., object]:

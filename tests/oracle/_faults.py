@@ -6,12 +6,12 @@ exactly what a buggy store or boundary would report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from attrs import evolve
 
-from invocation_store.adapters import InvocationStore, MemoryStore
+from invocation_store.adapters import ForwardingStore, InvocationStore, MemoryStore
 from invocation_store.boundary import BoundaryResult, ToolBoundary, ToolRegistry
 from invocation_store.kernel import (
     Admission,
@@ -30,52 +30,8 @@ from invocation_store.kernel import (
 )
 
 
-class DelegatingStore:
-    """Forwards every store method to ``inner``; subclasses override the faulty ones."""
-
-    def __init__(self, inner: InvocationStore) -> None:
-        self.inner = inner
-
-    def now_ms(self) -> int:
-        return self.inner.now_ms()
-
-    def open_run(self, run_id: str, **parameters: int) -> RunState | ErrorCode:
-        return self.inner.open_run(run_id, **parameters)
-
-    def cancel_run(self, run_id: str) -> RunState | ErrorCode:
-        return self.inner.cancel_run(run_id)
-
-    def close_run(self, run_id: str) -> RunState | ErrorCode:
-        return self.inner.close_run(run_id)
-
-    def get_run(self, run_id: str) -> RunState | None:
-        return self.inner.get_run(run_id)
-
-    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
-        return self.inner.create(request, limits)
-
-    def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
-        return self.inner.complete(before, after)
-
-    def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
-        return self.inner.get(run_id, tool_call_id)
-
-    def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
-    ) -> Mapping[str, CanonicalRecord | None]:
-        return self.inner.get_many(run_id, tool_call_ids, include_raw=include_raw)
-
-    def completed(self, run_id: str) -> tuple[str, ...]:
-        return self.inner.completed(run_id)
-
-    def calls(self, run_id: str) -> tuple[str, ...]:
-        return self.inner.calls(run_id)
-
-    def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
-        return self.inner.ttl_remaining_ms(run_id, tool_call_id)
-
-    def close(self) -> None:
-        self.inner.close()
+class DelegatingStore(ForwardingStore):
+    """A store wrapper whose subclasses plant one fault each."""
 
 
 class RefreshingStore(DelegatingStore):
