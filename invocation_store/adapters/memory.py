@@ -2,7 +2,8 @@
 
 A dictionary per kind of data behind one lock. Every decision is the kernel's:
 ``create`` runs :func:`~invocation_store.kernel.admit`, ``complete`` runs
-:func:`~invocation_store.kernel.decide_complete`, runs use the kernel's run
+:func:`~invocation_store.kernel.decide_completion` and applies the effects it
+returns (record, run usage, completed-list append), runs use the kernel's run
 functions. The store only keeps the results and honours expiry on every read
 (an expired record or run reads as absent and is dropped).
 
@@ -29,9 +30,9 @@ from ..kernel import (
     admit,
     cancel_run,
     close_run,
-    decide_complete,
+    decide_completion,
+    is_live,
     open_run,
-    run_usage_after,
 )
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "wall_clock_ms"]
@@ -69,8 +70,8 @@ class MemoryStore:
 
     def _run(self, run_id: str, now_ms: int) -> RunState | None:
         run = self._runs.get(run_id)
-        if run is not None and now_ms >= run.expires_at_ms:
-            if self._clock() >= run.expires_at_ms:
+        if run is not None and not is_live(run, now_ms):
+            if not is_live(run, self._clock()):
                 del self._runs[run_id]
                 self._done.pop(run_id, None)
                 self._calls.pop(run_id, None)
@@ -79,8 +80,8 @@ class MemoryStore:
 
     def _record(self, run_id: str, tool_call_id: str, now_ms: int) -> CanonicalRecord | None:
         record = self._records.get((run_id, tool_call_id))
-        if record is not None and now_ms >= record.expires_at_ms:
-            if self._clock() >= record.expires_at_ms:
+        if record is not None and not is_live(record, now_ms):
+            if not is_live(record, self._clock()):
                 del self._records[(run_id, tool_call_id)]
             return None
         return record
@@ -148,19 +149,16 @@ class MemoryStore:
         with self._lock:
             now = self._clock()
             stored = self._record(before.run_id, before.tool_call_id, now)
-            decision = decide_complete(stored, before, after, now)
-            if isinstance(decision, ErrorCode):
-                return decision
-            if decision is CompareAndSet.REPLAY:
-                assert stored is not None
-                return stored
-            self._records[(after.run_id, after.tool_call_id)] = after
-            run = self._run(after.run_id, now)
-            if run is not None:  # the run's lists live and lapse with the run state
-                self._runs[after.run_id] = run_usage_after(run, before, after)
-                if after.terminal:
+            effect = decide_completion(stored, before, after, self._run(after.run_id, now), now)
+            if isinstance(effect, ErrorCode):
+                return effect
+            if effect.action is CompareAndSet.WRITE:
+                self._records[(after.run_id, after.tool_call_id)] = effect.record
+                if effect.run is not None:  # the run's lists live and lapse with the run state
+                    self._runs[after.run_id] = effect.run
+                if effect.append_done:
                     self._done.setdefault(after.run_id, []).append(after.tool_call_id)
-            return after
+            return effect.record
 
     def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
         """Read one record; expired reads as absent (CIS-TTL-4, CIS-TTL-5)."""

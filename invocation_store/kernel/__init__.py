@@ -6,6 +6,18 @@ is re-exported here; the underscore modules are private.
 """
 
 from ._codes import ERROR_MESSAGES, ErrorCode
+from ._effects import (
+    AgentView,
+    Completion,
+    agent_view,
+    completion_charge,
+    decide_completion,
+    failure_view,
+    is_live,
+    is_own_create,
+    live,
+    sweep_candidates,
+)
 from ._ids import MAX_ID_LENGTH, call_key, check_tool_call_id, done_key, is_safe_id, run_key
 from ._ijson import check_arguments
 from ._models import (
@@ -69,11 +81,13 @@ __all__ = [
     "TRANSITIONS",
     "Admission",
     "AdmissionRequest",
+    "AgentView",
     "Begin",
     "CanonicalRecord",
     "Citation",
     "CitationKind",
     "CompareAndSet",
+    "Completion",
     "ErrorCode",
     "Event",
     "EvidenceStatus",
@@ -95,6 +109,7 @@ __all__ = [
     "ToolPolicy",
     "TransitionResult",
     "admit",
+    "agent_view",
     "call_key",
     "cancel_run",
     "check_arguments",
@@ -103,10 +118,16 @@ __all__ = [
     "cite",
     "classify",
     "close_run",
+    "completion_charge",
     "decide_complete",
+    "decide_completion",
     "done_key",
+    "failure_view",
+    "is_live",
+    "is_own_create",
     "is_safe_id",
     "is_well_formed",
+    "live",
     "open_run",
     "phase_of",
     "preflight",
@@ -114,6 +135,7 @@ __all__ = [
     "record_bytes",
     "run_key",
     "run_usage_after",
+    "sweep_candidates",
     "transition",
     "utf8_len",
 ]

@@ -2,9 +2,10 @@
 
 The model is what every store must be observationally equal to (CIS-STORE-8). It
 holds no rule of its own: admissions are :func:`~invocation_store.kernel.admit`,
-completions :func:`~invocation_store.kernel.decide_complete` and
-:func:`~invocation_store.kernel.run_usage_after`, runs the kernel's run functions,
-and expiry is :func:`~invocation_store.kernel.phase_of` at the model's time. It keeps
+completions :func:`~invocation_store.kernel.decide_completion` (whose effects it
+applies), runs the kernel's run functions, expiry is
+:func:`~invocation_store.kernel.is_live` at the model's time, and the agent's view
+of a record is :func:`~invocation_store.kernel.agent_view`. It keeps
 its own clock (``now``, integer ms) that the machine moves together with the stores'.
 
 :func:`predict_invoke` replays the boundary's documented flow (preflight, create,
@@ -18,17 +19,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from attrs import frozen
+from attrs import asdict, frozen
 
 from ..boundary import BoundaryResult
 from ..kernel import (
-    ERROR_MESSAGES,
     Admission,
     AdmissionRequest,
     CanonicalRecord,
     CompareAndSet,
     ErrorCode,
-    EvidenceStatus,
     Failed,
     InvocationStatus,
     Limits,
@@ -41,13 +40,18 @@ from ..kernel import (
     ToolCallEnvelope,
     ToolPolicy,
     admit,
+    agent_view,
     cancel_run,
     check_envelope,
     close_run,
-    decide_complete,
+    decide_completion,
+    failure_view,
+    is_live,
+    is_own_create,
     is_safe_id,
+    live,
     open_run,
-    run_usage_after,
+    sweep_candidates,
     transition,
 )
 from ._tools import SLOW_TOOL, expected_projection, expected_raw, raw_text
@@ -83,7 +87,7 @@ class KernelModel:
         A run found expired is dropped with its lists.
         """
         run = self.runs.get(run_id)
-        if run is not None and (self.now if now is None else now) >= run.expires_at_ms:
+        if run is not None and not is_live(run, self.now if now is None else now):
             del self.runs[run_id]
             self.call_lists.pop(run_id, None)
             self.done_lists.pop(run_id, None)
@@ -92,10 +96,7 @@ class KernelModel:
 
     def get(self, run_id: str, tool_call_id: str, now: int | None = None) -> CanonicalRecord | None:
         """The record under the key live at ``now`` (default: the model's time), or None (CIS-TTL-4)."""
-        record = self.records.get((run_id, tool_call_id))
-        if record is not None and (self.now if now is None else now) >= record.expires_at_ms:
-            return None
-        return record
+        return live(self.records.get((run_id, tool_call_id)), self.now if now is None else now)
 
     def calls(self, run_id: str) -> tuple[str, ...]:
         """Ids created in the run, in admission order; () for an absent run."""
@@ -157,21 +158,18 @@ class KernelModel:
         return admit(run, self.get(request.run_id, request.tool_call_id, now), request, self.limits)
 
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
-        """Kernel ``decide_complete``; WRITE stores ``after`` and charges the live run."""
+        """Kernel ``decide_completion``; a WRITE applies the effects it returns."""
         stored = self.get(before.run_id, before.tool_call_id)
-        decision = decide_complete(stored, before, after, self.now)
-        if isinstance(decision, ErrorCode):
-            return decision
-        if decision is CompareAndSet.REPLAY:
-            assert stored is not None
-            return stored
-        self.records[(after.run_id, after.tool_call_id)] = after
-        run = self.run(after.run_id)
-        if run is not None:
-            self.runs[after.run_id] = run_usage_after(run, before, after)
-            if after.terminal:
+        effect = decide_completion(stored, before, after, self.run(after.run_id), self.now)
+        if isinstance(effect, ErrorCode):
+            return effect
+        if effect.action is CompareAndSet.WRITE:
+            self.records[(after.run_id, after.tool_call_id)] = effect.record
+            if effect.run is not None:
+                self.runs[after.run_id] = effect.run
+            if effect.append_done:
                 self.done_lists.setdefault(after.run_id, []).append(after.tool_call_id)
-        return after
+        return effect.record
 
     def sweep(self, run_id: str, older_than_ms: int) -> int:
         """The boundary's sweep: every PROJECTING record of the run, SweptStale, then complete.
@@ -180,11 +178,8 @@ class KernelModel:
         """
         swept = 0
         ids = tuple(dict.fromkeys(self.calls(run_id)))
-        records = {tcid: self.get(run_id, tcid) for tcid in ids}
-        for tcid in ids:
-            record = records.get(tcid)
-            if record is None or record.status is not InvocationStatus.PROJECTING:
-                continue
+        candidates = sweep_candidates((self.get(run_id, tcid) for tcid in ids), run_id, self.now)
+        for record in candidates:
             after = transition(record, SweptStale(now_ms=self.now, older_than_ms=older_than_ms), self.limits)
             if isinstance(after, ErrorCode):
                 continue
@@ -212,52 +207,19 @@ class Invocation:
 
 
 def failure_result(code: ErrorCode, tool_call_id: object) -> BoundaryResult:
-    """The agent's view of a refusal: a code and its fixed message (CIS-ERR-1)."""
-    return BoundaryResult(
-        ok=False,
-        tool_call_id=tool_call_id if isinstance(tool_call_id, str) and is_safe_id(tool_call_id) else None,
-        code=code,
-        message=ERROR_MESSAGES[code],
-    )
+    """The agent's view of a refusal: kernel :func:`~invocation_store.kernel.failure_view` (CIS-ERR-1)."""
+    return BoundaryResult(**asdict(failure_view(code, tool_call_id), recurse=False))
 
 
 def result_of(record: CanonicalRecord) -> BoundaryResult:
-    """The agent's view of a terminal record: bounded result or code, never raw (CIS-BND-4)."""
-    if record.status is InvocationStatus.READY and record.evidence_status in (
-        EvidenceStatus.EVIDENCE_FOUND,
-        EvidenceStatus.NO_EVIDENCE,
-    ):
-        return BoundaryResult(
-            ok=True,
-            tool_call_id=record.tool_call_id,
-            evidence_status=record.evidence_status,
-            content=record.agent_result,
-            scope=record.scope,
-            negative=record.evidence_status is EvidenceStatus.NO_EVIDENCE,
-        )
-    code = record.error_code if record.error_code is not None else ErrorCode.INVALID_TRANSITION
-    return failure_result(code, record.tool_call_id)
+    """The agent's view of a terminal record: kernel ``agent_view`` (CIS-BND-4)."""
+    return BoundaryResult(**asdict(agent_view(record), recurse=False))
 
 
 def _parse(arguments: str) -> dict[str, Any]:
     value = json.loads(arguments)
     assert isinstance(value, dict)
     return value
-
-
-def _own_create(record: CanonicalRecord, request: AdmissionRequest) -> bool:
-    """The boundary's test for its own retried create (CIS-RETRY-2): the record is still
-    exactly the PROJECTING record ``request`` creates."""
-    return (
-        record.status is InvocationStatus.PROJECTING
-        and record.raw_response is None
-        and record.invocation_token == request.invocation_token
-        and record.run_id == request.run_id
-        and record.tool_call_id == request.tool_call_id
-        and record.tool_name == request.tool_name
-        and record.request_json == request.request_json
-        and record.created_at_ms == request.now_ms
-    )
 
 
 def predict_invoke(
@@ -294,7 +256,7 @@ def predict_invoke(
     admission = model.create(request)
     if isinstance(admission, ErrorCode):
         return Invocation(result=failure_result(admission, echo), token=True, executed=None, admitted=None)
-    if admission.replayed and not _own_create(admission.record, request):
+    if admission.replayed and not is_own_create(admission.record, request):
         # A replay that is not this call's own create, retried: the token factory
         # repeated itself (CIS-BND-6). The model is sequential, so no other call of the
         # boundary can hold the token at the same time.

@@ -1,0 +1,206 @@
+"""Store effects and visibility rules: one place for every rule a store applies.
+
+Each rule that stores, the stateful model, the oracle and the boundary once restated
+(expiry, the completion's charge and completed-list append, the own-create test, the
+sweep candidates, the agent view) is pinned here on both sides of its boundary.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from invocation_store.kernel import (
+    ERROR_MESSAGES,
+    CompareAndSet,
+    Completion,
+    ErrorCode,
+    EvidenceStatus,
+    RunStatus,
+    agent_view,
+    completion_charge,
+    decide_completion,
+    failure_view,
+    is_live,
+    is_own_create,
+    live,
+    record_bytes,
+    sweep_candidates,
+)
+
+from ._helpers import RAW, T0, admitted, begun, errored, make_run, ready, request, with_raw
+
+
+def test_is_live_boundary_is_exclusive() -> None:
+    """CIS-TTL-4: live strictly before ``expires_at_ms``; at it, absent."""
+    record = begun()
+    run = make_run()
+    for value in (record, run):
+        assert is_live(value, value.expires_at_ms - 1) is True
+        assert is_live(value, value.expires_at_ms) is False
+        assert is_live(value, value.expires_at_ms + 1) is False
+        assert live(value, value.expires_at_ms - 1) is value
+        assert live(value, value.expires_at_ms) is None
+    assert is_live(None, T0) is False
+    assert live(None, T0) is None
+
+
+def test_completion_charges_stored_bytes_and_appends_terminal() -> None:
+    """CIS-RUN-6, CIS-PROG-1: a terminal WRITE charges the bytes stored and joins the done list."""
+    admission = admitted()
+    before = with_raw(admission.record)
+    after = ready(admission.record)
+    effect = decide_completion(before, before, after, admission.run, T0 + 30)
+    assert isinstance(effect, Completion)
+    expected_charge = record_bytes(after) - record_bytes(before)
+    assert expected_charge > 0
+    assert effect == Completion(
+        action=CompareAndSet.WRITE,
+        record=after,
+        run=attrs.evolve(admission.run, bytes_used=admission.run.bytes_used + expected_charge),
+        charge_bytes=expected_charge,
+        append_done=True,
+    )
+    assert completion_charge(before, after) == expected_charge
+
+
+def test_non_terminal_completion_charges_but_does_not_append() -> None:
+    """CIS-RUN-6, CIS-PROG-1: storing the raw response charges its bytes; PROJECTING stays off the list."""
+    admission = admitted()
+    before = admission.record
+    after = with_raw(before)
+    effect = decide_completion(before, before, after, admission.run, T0 + 30)
+    assert isinstance(effect, Completion)
+    assert effect.action is CompareAndSet.WRITE
+    assert effect.append_done is False
+    assert effect.charge_bytes == len(RAW.encode("utf-8"))
+    assert effect.run is not None
+    assert effect.run.bytes_used == admission.run.bytes_used + effect.charge_bytes
+
+
+def test_one_byte_completion_is_charged_one_byte() -> None:
+    """CIS-RUN-6: the smallest completion that stores anything is charged exactly."""
+    admission = admitted()
+    after = with_raw(admission.record, raw="x")
+    effect = decide_completion(admission.record, admission.record, after, admission.run, T0 + 30)
+    assert isinstance(effect, Completion)
+    assert effect.charge_bytes == 1
+    assert effect.run is not None
+    assert effect.run.bytes_used == admission.run.bytes_used + 1
+
+
+def test_completion_of_a_lapsed_or_foreign_run_writes_only_the_record() -> None:
+    """CIS-PROG-1: a lapsed run's usage and lists lapsed with it; another run is never charged."""
+    admission = admitted()
+    after = errored(admission.record)
+    for run, now in (
+        (None, T0 + 30),
+        (make_run(run_id="run-2"), T0 + 30),
+    ):
+        effect = decide_completion(admission.record, admission.record, after, run, now)
+        assert effect == Completion(
+            action=CompareAndSet.WRITE, record=after, run=None, charge_bytes=0, append_done=False
+        )
+    short = make_run(ttl_ms=1, deadline_ms=T0 + 5)
+    assert short.expires_at_ms == T0 + 6
+    at_expiry = attrs.evolve(after, updated_at_ms=T0 + 6)
+    effect = decide_completion(admission.record, admission.record, at_expiry, short, T0 + 6)
+    assert isinstance(effect, Completion)
+    assert (effect.run, effect.charge_bytes, effect.append_done) == (None, 0, False)
+    effect = decide_completion(admission.record, admission.record, at_expiry, short, T0 + 5)
+    assert isinstance(effect, Completion)
+    assert effect.run is not None
+    assert effect.append_done is True
+
+
+def test_replay_and_refusals() -> None:
+    """CIS-STORE-3, CIS-RETRY-2: a retried write is REPLAY with nothing to apply; else a code."""
+    admission = admitted()
+    after = ready(admission.record)
+    effect = decide_completion(after, admission.record, after, admission.run, T0 + 30)
+    assert effect == Completion(
+        action=CompareAndSet.REPLAY, record=after, run=None, charge_bytes=0, append_done=False
+    )
+    assert decide_completion(None, admission.record, after, admission.run, T0 + 30) is (
+        ErrorCode.INVALID_TRANSITION
+    )
+    other = errored(admission.record)
+    assert decide_completion(other, admission.record, after, admission.run, T0 + 30) is (
+        ErrorCode.INVALID_TRANSITION
+    )
+    expired = admission.record.expires_at_ms
+    assert decide_completion(admission.record, admission.record, after, admission.run, expired) is (
+        ErrorCode.INVALID_TRANSITION
+    )
+
+
+def test_is_own_create_compares_every_field() -> None:
+    """CIS-RETRY-2: only the untouched PROJECTING record of this very request is its own create."""
+    req = request()
+    record = admitted().record
+    assert is_own_create(record, req) is True
+    for changed in (
+        attrs.evolve(req, invocation_token="tok-2"),
+        attrs.evolve(req, run_id="run-2"),
+        attrs.evolve(req, tool_call_id="call_2"),
+        attrs.evolve(req, tool_name="other"),
+        attrs.evolve(req, request_json='{"q": "x"}'),
+        attrs.evolve(req, now_ms=T0 + 1),
+    ):
+        assert is_own_create(record, changed) is False
+    assert is_own_create(with_raw(record), req) is False
+    assert is_own_create(ready(record), req) is False
+
+
+def test_sweep_candidates_are_live_projecting_records_of_the_run() -> None:
+    """CIS-LIFE-7: terminal, absent, expired and other-run records are never swept."""
+    waiting = begun("call_1")
+    holding = with_raw(begun("call_2"))
+    done = ready(begun("call_3"))
+    foreign = begun("call_4", run_id="run-2")
+    records = [waiting, None, holding, done, foreign]
+    assert sweep_candidates(records, "run-1", T0 + 30) == (waiting, holding)
+    assert sweep_candidates(records, "run-1", waiting.expires_at_ms) == ()
+    assert sweep_candidates(records, "run-2", T0 + 30) == (foreign,)
+
+
+def test_agent_view_of_ready_and_error_records() -> None:
+    """CIS-BND-4, CIS-ERR-1: a bounded result or a code with its fixed message; never raw."""
+    found = agent_view(ready())
+    assert found.ok is True
+    assert (found.evidence_status, found.content, found.scope, found.negative) == (
+        EvidenceStatus.EVIDENCE_FOUND,
+        "Paris: 18 C",
+        "weather index",
+        False,
+    )
+    negative = agent_view(ready(evidence=EvidenceStatus.NO_EVIDENCE, content="none", scope="index"))
+    assert negative.ok is True
+    assert negative.negative is True
+    failed = agent_view(errored(code=ErrorCode.EXECUTION_TIMEOUT))
+    assert failed == failure_view(ErrorCode.EXECUTION_TIMEOUT, "call_1")
+    assert failed.message == ERROR_MESSAGES[ErrorCode.EXECUTION_TIMEOUT]
+    assert RAW not in repr(found)
+    codeless = attrs.evolve(errored(), error_code=None)
+    assert agent_view(codeless).code is ErrorCode.INVALID_TRANSITION
+
+
+@pytest.mark.parametrize("tool_call_id", [None, "", "bad id", "call{1}", 7, "é"])
+def test_failure_view_never_echoes_an_unsafe_id(tool_call_id: object) -> None:
+    """CIS-ERR-1: an unsafe or missing id is never echoed back to the agent."""
+    view = failure_view(ErrorCode.UNSAFE_TOOL_CALL_ID, tool_call_id)
+    assert view.tool_call_id is None
+    assert view.ok is False
+    assert failure_view(ErrorCode.DUPLICATE_TOOL_CALL, "call_1").tool_call_id == "call_1"
+
+
+def test_run_status_is_untouched_by_a_completion() -> None:
+    """CIS-RUN-6: a completion changes the run's byte usage only."""
+    admission = admitted()
+    effect = decide_completion(
+        admission.record, admission.record, ready(admission.record), admission.run, T0 + 30
+    )
+    assert isinstance(effect, Completion)
+    assert effect.run is not None
+    assert effect.run.status is RunStatus.ACTIVE
+    assert effect.run.tool_calls_used == admission.run.tool_calls_used
