@@ -43,6 +43,7 @@ from ..kernel import (
     EvidenceStatus,
     InvocationStatus,
     Limits,
+    RunOp,
     RunState,
     RunStatus,
     admit,
@@ -510,7 +511,7 @@ def plan_end_run(prefix: str, run_id: str, cancel: bool) -> tuple[str, str] | No
     """Key and target status of a cancel/close; ``None`` for an unsafe run id (no run)."""
     if not is_safe_id(run_id):
         return None
-    target = RUN_TRANSITIONS[(RunStatus.ACTIVE, "cancel" if cancel else "close")]
+    target = RUN_TRANSITIONS[(RunStatus.ACTIVE, RunOp.CANCEL if cancel else RunOp.CLOSE)]
     return run_key(prefix, run_id), target.value
 
 

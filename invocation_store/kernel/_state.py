@@ -6,10 +6,13 @@ A canonical record moves ``absent -> PROJECTING -> READY | ERROR`` (CIS-LIFE-1).
 Inside PROJECTING the kernel tracks one more fact, whether the raw response has
 arrived, so the table distinguishes two *phases* of PROJECTING; the stored status is
 PROJECTING for both. :data:`TRANSITIONS` maps ``(phase, event type)`` to the phases
-the event may lead to; a pair that is not in the table is an illegal transition and
-becomes ``ErrorCode.INVALID_TRANSITION`` in exactly one place, :func:`transition`,
-which then leaves the record untouched (CIS-LIFE-2). ``spec/transitions.json`` is a
-copy of this table that a test keeps identical (CIS-SPEC-2).
+the event may lead to; :data:`TABLE` holds the full rows (handler, next phases, the
+codes returned instead of a record, the codes an ERROR may carry) and
+:func:`transition` dispatches through it. A pair that is not in the table is an
+illegal transition and becomes ``ErrorCode.INVALID_TRANSITION`` in exactly one place,
+:func:`transition`, which then leaves the record untouched (CIS-LIFE-2).
+``spec/transitions.json`` is generated from the table by
+``scripts/generate_transitions.py`` and a test keeps it identical (CIS-SPEC-2).
 
 What lives here: events, the table, :func:`transition`, run admission
 (:func:`admit`) and run lifecycle (:func:`open_run`, :func:`cancel_run`,
@@ -24,7 +27,8 @@ from __future__ import annotations
 
 import enum
 import operator
-from typing import Final, TypeAlias
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
 
 from attrs import evolve, frozen
 
@@ -45,6 +49,7 @@ __all__ = [
     "FAILURE_CODES",
     "MAX_SAFE_INT",
     "RUN_TRANSITIONS",
+    "TABLE",
     "TRANSITIONS",
     "Admission",
     "AdmissionRequest",
@@ -55,6 +60,8 @@ __all__ = [
     "Phase",
     "ProjectionReceived",
     "RawReceived",
+    "Row",
+    "RunOp",
     "SweptStale",
     "TransitionResult",
     "admit",
@@ -137,25 +144,24 @@ class SweptStale:
 Event: TypeAlias = Begin | RawReceived | ProjectionReceived | Failed | SweptStale
 TransitionResult: TypeAlias = CanonicalRecord | ErrorCode
 
-#: The lifecycle table: (phase, event type) -> phases the event may lead to (CIS-LIFE-1).
-TRANSITIONS: Final[dict[tuple[Phase, type[Event]], frozenset[Phase]]] = {
-    (Phase.ABSENT, Begin): frozenset({Phase.AWAITING_RAW}),
-    (Phase.AWAITING_RAW, RawReceived): frozenset({Phase.AWAITING_PROJECTION, Phase.ERROR}),
-    (Phase.AWAITING_RAW, Failed): frozenset({Phase.ERROR}),
-    (Phase.AWAITING_RAW, SweptStale): frozenset({Phase.ERROR}),
-    (Phase.AWAITING_PROJECTION, ProjectionReceived): frozenset({Phase.READY, Phase.ERROR}),
-    (Phase.AWAITING_PROJECTION, Failed): frozenset({Phase.ERROR}),
-    (Phase.AWAITING_PROJECTION, SweptStale): frozenset({Phase.ERROR}),
-}
+
+class RunOp(enum.StrEnum):
+    """Operations of the run lifecycle (CIS-RUN-2)."""
+
+    #: Stop the run before its end: ACTIVE -> CANCELLED.
+    CANCEL = "cancel"
+    #: End the run normally: ACTIVE -> CLOSED.
+    CLOSE = "close"
+
 
 #: Run lifecycle table: (status, operation) -> next status (CIS-RUN-2). The two
 #: self-loops make a retried cancel or close (redis-py retries a command whose reply
 #: was lost) answer like the first, instead of INVALID_TRANSITION (CIS-RETRY-3).
-RUN_TRANSITIONS: Final[dict[tuple[RunStatus, str], RunStatus]] = {
-    (RunStatus.ACTIVE, "cancel"): RunStatus.CANCELLED,
-    (RunStatus.ACTIVE, "close"): RunStatus.CLOSED,
-    (RunStatus.CANCELLED, "cancel"): RunStatus.CANCELLED,
-    (RunStatus.CLOSED, "close"): RunStatus.CLOSED,
+RUN_TRANSITIONS: Final[dict[tuple[RunStatus, RunOp], RunStatus]] = {
+    (RunStatus.ACTIVE, RunOp.CANCEL): RunStatus.CANCELLED,
+    (RunStatus.ACTIVE, RunOp.CLOSE): RunStatus.CLOSED,
+    (RunStatus.CANCELLED, RunOp.CANCEL): RunStatus.CANCELLED,
+    (RunStatus.CLOSED, RunOp.CLOSE): RunStatus.CLOSED,
 }
 
 #: Codes a :class:`Failed` event may carry (CIS-FAIL-1).
@@ -385,6 +391,112 @@ def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limi
     )
 
 
+#: A row's handler: the live record (``None`` for ABSENT), the event and the limits.
+Handler: TypeAlias = Callable[[CanonicalRecord | None, Any, Limits], TransitionResult]
+
+
+@frozen(kw_only=True)
+class Row:
+    """One row of the lifecycle table: everything about one (phase, event) pair (CIS-LIFE-1).
+
+    ``handler`` computes the outcome; ``next_phases`` are the phases its record can be
+    in; ``returns`` the codes it may return instead of a record (the record then
+    unchanged, CIS-LIFE-2); ``error_codes`` the codes an ERROR record it builds may
+    carry. ``tests/kernel/test_transition_table.py`` checks every handler keeps to its
+    row, and ``spec/transitions.json`` is generated from the rows.
+    """
+
+    handler: Handler
+    next_phases: frozenset[Phase]
+    returns: frozenset[ErrorCode]
+    error_codes: frozenset[ErrorCode]
+
+
+def _on_begin(_record: CanonicalRecord | None, event: Begin, limits: Limits) -> TransitionResult:
+    return _begin(event, limits)
+
+
+def _on_raw(record: CanonicalRecord | None, event: RawReceived, limits: Limits) -> TransitionResult:
+    assert record is not None  # every non-Begin row starts from a live record
+    return _raw(record, event, limits)
+
+
+def _on_projection(
+    record: CanonicalRecord | None, event: ProjectionReceived, limits: Limits
+) -> TransitionResult:
+    assert record is not None
+    return _projection(record, event, limits)
+
+
+def _on_failed(record: CanonicalRecord | None, event: Failed, _limits: Limits) -> TransitionResult:
+    assert record is not None
+    return _error(record, event.code, event.now_ms, keep_raw=True)
+
+
+def _on_swept(record: CanonicalRecord | None, event: SweptStale, _limits: Limits) -> TransitionResult:
+    assert record is not None
+    if event.now_ms - record.created_at_ms < event.older_than_ms:
+        return ErrorCode.NOT_STALE
+    return _error(record, ErrorCode.STALE_PROJECTION, event.now_ms, keep_raw=True)
+
+
+_NONE: Final[frozenset[ErrorCode]] = frozenset()
+_BEGIN_ROW: Final = Row(
+    handler=_on_begin,
+    next_phases=frozenset({Phase.AWAITING_RAW}),
+    returns=frozenset(
+        {
+            ErrorCode.MISSING_TOOL_CALL_ID,
+            ErrorCode.UNSAFE_TOOL_CALL_ID,
+            ErrorCode.RUN_MISMATCH,
+            ErrorCode.REQUEST_TOO_LARGE,
+        }
+    ),
+    error_codes=_NONE,
+)
+_RAW_ROW: Final = Row(
+    handler=_on_raw,
+    next_phases=frozenset({Phase.AWAITING_PROJECTION, Phase.ERROR}),
+    returns=_NONE,
+    error_codes=frozenset({ErrorCode.RESULT_TOO_LARGE, ErrorCode.SERIALIZATION_FAILED}),
+)
+_PROJECTION_ROW: Final = Row(
+    handler=_on_projection,
+    next_phases=frozenset({Phase.READY, Phase.ERROR}),
+    returns=_NONE,
+    error_codes=frozenset({ErrorCode.PROJECTION_INVALID, ErrorCode.RESULT_TOO_LARGE}),
+)
+_FAILED_ROW: Final = Row(
+    handler=_on_failed,
+    next_phases=frozenset({Phase.ERROR}),
+    returns=_NONE,
+    error_codes=FAILURE_CODES,
+)
+_SWEPT_ROW: Final = Row(
+    handler=_on_swept,
+    next_phases=frozenset({Phase.ERROR}),
+    returns=frozenset({ErrorCode.NOT_STALE}),
+    error_codes=frozenset({ErrorCode.STALE_PROJECTION}),
+)
+
+#: The lifecycle table: (phase, event type) -> :class:`Row` (CIS-LIFE-1). A pair that
+#: is not here is an illegal transition; :func:`transition` dispatches through it.
+TABLE: Final[dict[tuple[Phase, type[Event]], Row]] = {
+    (Phase.ABSENT, Begin): _BEGIN_ROW,
+    (Phase.AWAITING_RAW, RawReceived): _RAW_ROW,
+    (Phase.AWAITING_RAW, Failed): _FAILED_ROW,
+    (Phase.AWAITING_RAW, SweptStale): _SWEPT_ROW,
+    (Phase.AWAITING_PROJECTION, ProjectionReceived): _PROJECTION_ROW,
+    (Phase.AWAITING_PROJECTION, Failed): _FAILED_ROW,
+    (Phase.AWAITING_PROJECTION, SweptStale): _SWEPT_ROW,
+}
+
+#: The table's next phases only: (phase, event type) -> phases (CIS-LIFE-1).
+TRANSITIONS: Final[dict[tuple[Phase, type[Event]], frozenset[Phase]]] = {
+    key: row.next_phases for key, row in TABLE.items()
+}
+
+
 def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> TransitionResult:
     """Apply ``event`` to ``record`` (``None`` = absent) and return the new record or a code.
 
@@ -407,21 +519,10 @@ def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> 
         raise TypeError(f"not a kernel event: {type(event).__name__}")
     if isinstance(event, Failed) and event.code not in FAILURE_CODES:
         raise ValueError(f"{event.code} is not a failure code")
-    phase = phase_of(record, event.now_ms)
-    if (phase, type(event)) not in TRANSITIONS:
+    row = TABLE.get((phase_of(record, event.now_ms), type(event)))
+    if row is None:
         return ErrorCode.INVALID_TRANSITION
-    if isinstance(event, Begin):
-        return _begin(event, limits)
-    assert record is not None  # every non-Begin row starts from a live record
-    if isinstance(event, RawReceived):
-        return _raw(record, event, limits)
-    if isinstance(event, ProjectionReceived):
-        return _projection(record, event, limits)
-    if isinstance(event, Failed):
-        return _error(record, event.code, event.now_ms, keep_raw=True)
-    if event.now_ms - record.created_at_ms < event.older_than_ms:
-        return ErrorCode.NOT_STALE
-    return _error(record, ErrorCode.STALE_PROJECTION, event.now_ms, keep_raw=True)
+    return row.handler(record, event, limits)
 
 
 # ---------------------------------------------------------------------------
@@ -589,7 +690,7 @@ def open_run(
     return existing if same else ErrorCode.INVALID_TRANSITION
 
 
-def _end_run(run: RunState | None, operation: str, now_ms: int) -> RunState | ErrorCode:
+def _end_run(run: RunState | None, operation: RunOp, now_ms: int) -> RunState | ErrorCode:
     if run is None or now_ms >= run.expires_at_ms:
         return ErrorCode.RUN_INACTIVE
     target = RUN_TRANSITIONS.get((run.status, operation))
@@ -603,7 +704,7 @@ def cancel_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
 
     RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a closed run.
     """
-    return _end_run(run, "cancel", now_ms)
+    return _end_run(run, RunOp.CANCEL, now_ms)
 
 
 def close_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
@@ -611,7 +712,7 @@ def close_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
 
     RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a cancelled run.
     """
-    return _end_run(run, "close", now_ms)
+    return _end_run(run, RunOp.CLOSE, now_ms)
 
 
 _IDENTITY_FIELDS: Final = (

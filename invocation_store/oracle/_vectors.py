@@ -52,6 +52,7 @@ from ..kernel import (
     ProjectionReceived,
     RawReceived,
     RunContext,
+    RunOp,
     RunState,
     RunStatus,
     SweptStale,
@@ -642,7 +643,7 @@ def _runs_document() -> dict[str, Any]:
                 _NOW + 1,
             )
         )
-    for status, operation in itertools.product(RunStatus, ("cancel", "close")):
+    for status, operation in itertools.product(RunStatus, RunOp):
         if (status, operation) in RUN_TRANSITIONS:
             continue
         vectors.append(
@@ -655,7 +656,7 @@ def _runs_document() -> dict[str, Any]:
                 _NOW + 1,
             )
         )
-    for operation in ("cancel", "close"):
+    for operation in RunOp:
         vectors.append(
             _run_vector(
                 f"run/absent/{operation}", ["CIS-RUN-2", "CIS-RUN-3"], "no such run", operation, None, _NOW

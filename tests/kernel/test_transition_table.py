@@ -1,6 +1,7 @@
 """spec/transitions.json is the kernel's table, and the kernel obeys it (CIS-SPEC-2).
 
-The file is checked twice: structurally (its rows equal ``TRANSITIONS``,
+The file is generated from the kernel's :data:`TABLE` (``scripts/generate_transitions.py``)
+and checked three times: it equals the generated text; structurally (its rows equal ``TRANSITIONS``,
 ``RUN_TRANSITIONS``, ``FAILURE_CODES`` and ``PREFLIGHT_ORDER``) and behaviourally
 (over the full product of phases and event types, :func:`transition` returns either a
 record in one of the documented next phases or one of the documented codes, and a pair
@@ -25,6 +26,7 @@ from invocation_store.kernel import (
     FAILURE_CODES,
     PREFLIGHT_ORDER,
     RUN_TRANSITIONS,
+    TABLE,
     TRANSITIONS,
     Begin,
     CanonicalRecord,
@@ -38,6 +40,7 @@ from invocation_store.kernel import (
     Projection,
     ProjectionReceived,
     RawReceived,
+    RunOp,
     RunState,
     RunStatus,
     SweptStale,
@@ -46,6 +49,7 @@ from invocation_store.kernel import (
     phase_of,
     transition,
 )
+from invocation_store.oracle._table import dump_table_document
 
 from ._helpers import ARGS, RAW, RUN_ID, T0, TTL_MS, in_phase, make_run, projection
 
@@ -110,6 +114,35 @@ def test_spec_file_is_stable_json() -> None:
     assert text == json.dumps(SPEC, indent=2, sort_keys=True) + "\n"
 
 
+def test_spec_file_is_generated_from_the_table() -> None:
+    """CIS-SPEC-2: spec/transitions.json is exactly what scripts/generate_transitions.py writes."""
+    assert SPEC_FILE.read_text(encoding="utf-8") == dump_table_document()
+
+
+def test_rows_carry_their_codes_and_transition_dispatches_through_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CIS-SPEC-2, CIS-LIFE-4: each row names its handler and codes; transition() calls the row's handler."""
+    assert {key: row.next_phases for key, row in TABLE.items()} == TRANSITIONS
+    for (phase, event), row in TABLE.items():
+        spec_row = ROWS[(phase.value, event.__name__)]
+        assert sorted(code.value for code in row.returns) == spec_row["returns"]
+        assert sorted(code.value for code in row.error_codes) == spec_row["error_codes"]
+    record = in_phase(Phase.AWAITING_RAW)
+    sentinel = ErrorCode.STORE_UNAVAILABLE
+    calls: list[object] = []
+
+    def handler(rec: CanonicalRecord | None, event: Event, limits: Limits) -> ErrorCode:
+        calls.append((rec, event, limits))
+        return sentinel
+
+    key = (Phase.AWAITING_RAW, RawReceived)
+    monkeypatch.setitem(TABLE, key, attrs.evolve(TABLE[key], handler=handler))
+    event = RawReceived(raw_response=RAW, now_ms=T0 + 30)
+    assert transition(record, event, Limits()) is sentinel
+    assert calls == [(record, event, Limits())]
+
+
 def test_transition_rows_equal_kernel_table() -> None:
     """CIS-SPEC-2, CIS-LIFE-1: (phase, event) -> next phases in the file equals TRANSITIONS."""
     kernel = {
@@ -144,6 +177,8 @@ def test_run_rows_equal_kernel_run_table() -> None:
     spec = {(row["status"], row["operation"]): row["next"] for row in SPEC["run_transitions"]}
     assert spec == kernel
     assert {op for _status, op in RUN_TRANSITIONS} == set(RUN_OPERATIONS)
+    assert set(RUN_OPERATIONS) == {op.value for op in RunOp}
+    assert all(isinstance(op, RunOp) for _status, op in RUN_TRANSITIONS)
 
 
 def test_phase_status_mapping_matches_records() -> None:
