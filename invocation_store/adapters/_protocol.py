@@ -12,21 +12,17 @@ failures raise :class:`StoreUnavailableError`, whose message is fixed and safe;
 domain outcomes are returned as :class:`~invocation_store.kernel.ErrorCode` values.
 Times are integer milliseconds read from the store's injected clock
 (:meth:`InvocationStore.now_ms`).
+
+The two Protocols are written once: :class:`AsyncInvocationStore` in
+``_async/protocol.py``, and :class:`InvocationStore` generated from it into
+``_sync/protocol.py`` by ``scripts/unasync.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
-
-from ..kernel import (
-    Admission,
-    AdmissionRequest,
-    CanonicalRecord,
-    ErrorCode,
-    Limits,
-    RunState,
-)
+from ..kernel import ErrorCode
+from ._async.protocol import AsyncInvocationStore
+from ._sync.protocol import InvocationStore
 
 __all__ = ["AsyncInvocationStore", "InvocationStore", "StoreUnavailableError"]
 
@@ -44,142 +40,3 @@ class StoreUnavailableError(Exception):
         super().__init__(f"{code.value}: the invocation store is unavailable ({cause})")
         self.code = code
         self.cause = cause
-
-
-@runtime_checkable
-class InvocationStore(Protocol):
-    """Synchronous store (CIS-STORE-1). Implemented by MemoryStore and RedisStore."""
-
-    def now_ms(self) -> int:
-        """The store's clock, integer ms since the epoch (injectable)."""
-        ...
-
-    def open_run(
-        self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
-    ) -> RunState | ErrorCode:
-        """Open an ACTIVE run (kernel ``open_run``); a retried identical open is a no-op."""
-        ...
-
-    def cancel_run(self, run_id: str) -> RunState | ErrorCode:
-        """ACTIVE -> CANCELLED; RUN_INACTIVE or INVALID_TRANSITION otherwise (CIS-RUN-2)."""
-        ...
-
-    def close_run(self, run_id: str) -> RunState | ErrorCode:
-        """ACTIVE -> CLOSED; RUN_INACTIVE or INVALID_TRANSITION otherwise (CIS-RUN-2)."""
-        ...
-
-    def get_run(self, run_id: str) -> RunState | None:
-        """The run's state, or None if unknown or expired."""
-        ...
-
-    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
-        """Admit and create the PROJECTING record atomically (CIS-PRE-8, CIS-STORE-2).
-
-        Returns the kernel's Admission (``replayed`` for a retried create of the same
-        invocation token) or RUN_INACTIVE, RUN_DEADLINE_EXCEEDED,
-        DUPLICATE_TOOL_CALL, TOOL_BUDGET_EXHAUSTED, RUN_BYTES_EXHAUSTED.
-        """
-        ...
-
-    def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
-        """Compare-and-set ``before`` -> ``after`` keeping the TTL (CIS-STORE-3, CIS-TTL-3).
-
-        Writes only if the stored record is live, PROJECTING and carries
-        ``before.invocation_token``; charges the stored bytes to the run and, for a
-        terminal ``after``, appends the id to the run's completed list. A retried
-        complete whose ``after`` is already stored returns it without writing
-        (CIS-RETRY-2). Anything else: INVALID_TRANSITION, nothing written.
-        """
-        ...
-
-    def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
-        """Read one record; None if absent or expired. Never touches the TTL (CIS-TTL-5)."""
-        ...
-
-    def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
-    ) -> Mapping[str, CanonicalRecord | None]:
-        """Read several records of one run in one round trip (CIS-PROG-5).
-
-        With ``include_raw=False`` the raw response is neither read nor returned
-        (``raw_response`` is None in the result): progress and citation never need
-        it, and it is the largest field (CIS-PROG-1).
-        """
-        ...
-
-    def completed(self, run_id: str) -> tuple[str, ...]:
-        """Ordered tool_call_ids of the run's completed (READY or ERROR) calls (CIS-PROG-1)."""
-        ...
-
-    def calls(self, run_id: str) -> tuple[str, ...]:
-        """Tool_call_ids of every record created in the run, in admission order."""
-        ...
-
-    def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
-        """Remaining TTL of a record in ms (Redis PTTL), None if absent. Read-only."""
-        ...
-
-    def close(self) -> None:
-        """Release connections."""
-        ...
-
-
-@runtime_checkable
-class AsyncInvocationStore(Protocol):
-    """asyncio twin of :class:`InvocationStore`, same contract per method."""
-
-    def now_ms(self) -> int:
-        """The store's clock, integer ms since the epoch (injectable)."""
-        ...
-
-    async def open_run(
-        self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
-    ) -> RunState | ErrorCode:
-        """See :meth:`InvocationStore.open_run`."""
-        ...
-
-    async def cancel_run(self, run_id: str) -> RunState | ErrorCode:
-        """See :meth:`InvocationStore.cancel_run`."""
-        ...
-
-    async def close_run(self, run_id: str) -> RunState | ErrorCode:
-        """See :meth:`InvocationStore.close_run`."""
-        ...
-
-    async def get_run(self, run_id: str) -> RunState | None:
-        """See :meth:`InvocationStore.get_run`."""
-        ...
-
-    async def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
-        """See :meth:`InvocationStore.create`."""
-        ...
-
-    async def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
-        """See :meth:`InvocationStore.complete`."""
-        ...
-
-    async def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
-        """See :meth:`InvocationStore.get`."""
-        ...
-
-    async def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
-    ) -> Mapping[str, CanonicalRecord | None]:
-        """See :meth:`InvocationStore.get_many`."""
-        ...
-
-    async def completed(self, run_id: str) -> tuple[str, ...]:
-        """See :meth:`InvocationStore.completed`."""
-        ...
-
-    async def calls(self, run_id: str) -> tuple[str, ...]:
-        """See :meth:`InvocationStore.calls`."""
-        ...
-
-    async def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
-        """See :meth:`InvocationStore.ttl_remaining_ms`."""
-        ...
-
-    async def close(self) -> None:
-        """Release connections."""
-        ...

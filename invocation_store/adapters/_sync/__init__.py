@@ -1,0 +1,1 @@
+"""Synchronous adapters generated from ``../_async`` by scripts/unasync.py: do not edit by hand."""
