@@ -38,6 +38,7 @@ from ..kernel import (
     CanonicalRecord,
     CitationKind,
     CompareAndSet,
+    Completion,
     ErrorCode,
     EvidenceStatus,
     Failed,
@@ -56,11 +57,13 @@ from ..kernel import (
     check_envelope,
     cite,
     close_run,
-    decide_complete,
+    decide_completion,
+    is_live,
     is_safe_id,
+    live,
     open_run,
     project_progress,
-    run_usage_after,
+    sweep_candidates,
     transition,
     utf8_len,
 )
@@ -475,7 +478,7 @@ class Oracle:
             _expires, run_id, tool_call_id = heapq.heappop(heap)
             key = (run_id, tool_call_id)
             record = self.records.get(key)
-            if record is not None and record.expires_at_ms <= now:
+            if record is not None and not is_live(record, now):
                 del self.records[key]
                 self.last_ttl.pop(key, None)
                 book = self.books.get(run_id)
@@ -485,21 +488,15 @@ class Oracle:
         while runs and runs[0][0] <= now:
             _expires, run_id = heapq.heappop(runs)
             run = self.runs.get(run_id)
-            if run is not None and run.expires_at_ms <= now:
+            if run is not None and not is_live(run, now):
                 del self.runs[run_id]
                 self.books.pop(run_id, None)
 
     def _live_run(self, run_id: str) -> RunState | None:
-        run = self.runs.get(run_id)
-        if run is None or self.now >= run.expires_at_ms:
-            return None
-        return run
+        return live(self.runs.get(run_id), self.now)
 
     def _live_record(self, key: tuple[str, str]) -> CanonicalRecord | None:
-        record = self.records.get(key)
-        if record is None or self.now >= record.expires_at_ms:
-            return None
-        return record
+        return live(self.records.get(key), self.now)
 
     def _store(self, record: CanonicalRecord, *, new: bool) -> None:
         key = (record.run_id, record.tool_call_id)
@@ -850,25 +847,30 @@ class Oracle:
         assert before is not None
         key = call.key
         stored = self._live_record(key)
-        decision = decide_complete(stored, before, after, self.now)
-        if isinstance(decision, ErrorCode):
-            call.expected = failure_view(decision, call.echo)
+        effect = decide_completion(stored, before, after, self._live_run(after.run_id), self.now)
+        if isinstance(effect, ErrorCode):
+            call.expected = failure_view(effect, call.echo)
             terminal = stored is not None and stored.status is not InvocationStatus.PROJECTING
             # An event after READY/ERROR is refused and changes nothing (CIS-LIFE-2); a
             # record that changes anyway breaks CIS-LIFE-3.
             call.end_requirement = "CIS-LIFE-2" if terminal else "CIS-STORE-3"
             call.record_requirement = "CIS-LIFE-3" if terminal else "CIS-STORE-3"
             return
-        if decision is CompareAndSet.WRITE:
-            self._store(after, new=False)
-            run = self._live_run(after.run_id)
-            if run is not None:
-                self.runs[after.run_id] = run_usage_after(run, before, after)
-            book = self.books.get(after.run_id)
-            if book is not None and after.status is not InvocationStatus.PROJECTING:
-                book.done.append(after.tool_call_id)
-                book.projecting.pop(after.tool_call_id, None)
+        if effect.action is CompareAndSet.WRITE:
+            self._apply(effect)
         call.expected = outcome_view(after, call.echo)
+
+    def _apply(self, effect: Completion) -> None:
+        """Apply a WRITE completion's effects, as a store does (kernel ``decide_completion``)."""
+        record = effect.record
+        self._store(record, new=False)
+        if effect.run is not None:
+            self.runs[record.run_id] = effect.run
+        book = self.books.get(record.run_id)
+        if book is not None and effect.append_done:
+            book.done.append(record.tool_call_id)
+        if book is not None and record.terminal:
+            book.projecting.pop(record.tool_call_id, None)
 
     def _compare_step(self, obj: dict[str, Any], call: _Call, requirement: str) -> _Mismatch | None:
         seen = obj["observed"]["record"]
@@ -1226,28 +1228,22 @@ class Oracle:
         book = self.books.get(run_id) if self._live_run(run_id) is not None else None
         swept: list[str] = []
         event = SweptStale(now_ms=self.now, older_than_ms=obj["older_than_ms"])
-        for tool_call_id in list(() if book is None else book.projecting):
-            record = self._live_record((run_id, tool_call_id))
-            if record is None or record.status is not InvocationStatus.PROJECTING:
-                continue
+        held = (self._live_record((run_id, tcid)) for tcid in list(() if book is None else book.projecting))
+        for record in sweep_candidates(held, run_id, self.now):
             after = transition(record, event, limits)
             if isinstance(after, ErrorCode):
                 continue  # NOT_STALE
-            self._store(after, new=False)
-            run = self._live_run(run_id)
-            if run is not None:
-                self.runs[run_id] = run_usage_after(run, record, after)
-            if book is not None:
-                book.done.append(tool_call_id)
-                book.projecting.pop(tool_call_id, None)
-            swept.append(tool_call_id)
+            effect = decide_completion(record, record, after, self._live_run(run_id), self.now)
+            assert isinstance(effect, Completion)  # the record is live and is ``before``
+            self._apply(effect)
+            swept.append(record.tool_call_id)
         seen = obj["observed"]
         ids = seen.get("tool_call_ids")
         if ids is not None and set(ids) != set(swept):
             extra = sorted(set(ids) - set(swept))
             if extra:
-                record = self._live_record((run_id, extra[0]))
-                if record is not None and record.terminal:
+                moved = self._live_record((run_id, extra[0]))
+                if moved is not None and moved.terminal:
                     return _mismatch(
                         "observed.tool_call_ids",
                         sorted(swept),
