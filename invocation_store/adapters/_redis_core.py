@@ -19,9 +19,11 @@ in one pre-encoded header argument; the kernel decides once on the state the scr
 reports (``admit`` on the run it read; a WRITE returns the kernel-built ``after``
 the caller passed, nothing is decoded); the seven run values that never change after
 the run is opened are decoded once per run (:func:`_run_constants`, cached by their
-exact text). The only other kernel call, before ``create``'s script, is the Begin
-transition on no run: its outcome does not depend on the run and the script must
-know it before writing (it is the last check), so it is an input, not a duplicate.
+exact text). The other kernel calls happen before a script is sent:
+:func:`~invocation_store.kernel.check_begin` (the run-independent outcome of Begin,
+which the script must know before writing: it is the script's last check),
+:func:`~invocation_store.kernel.check_completion` and
+:func:`~invocation_store.kernel.completion_charge` (the bytes the script charges).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from ..kernel import (
     RUN_TRANSITIONS,
     Admission,
     AdmissionRequest,
-    Begin,
     CanonicalRecord,
     ErrorCode,
     EvidenceStatus,
@@ -49,15 +50,15 @@ from ..kernel import (
     admit,
     call_key,
     cancel_run,
+    check_begin,
+    check_completion,
     close_run,
-    decide_complete,
+    completion_charge,
     done_key,
     is_safe_id,
     is_well_formed,
     open_run,
     run_key,
-    run_usage_after,
-    transition,
     utf8_len,
 )
 from ._redis_scripts import CREATE_RUN_ORDER, RUN_FIELDS
@@ -129,18 +130,6 @@ _REQUIRED_FIELDS: Final = _RECORD_FIELDS - frozenset(_OPTIONAL_FIELDS)
 STAGE_ABOVE_BYTES: Final = 16 * 1024
 #: Lifetime of a staging key left behind by a failed script (NOSCRIPT, a crash).
 STAGE_TTL_MS: Final = 60_000
-
-# A run state whose only use is to read the byte charge out of kernel run_usage_after.
-_ZERO_RUN: Final = RunState(
-    run_id="zero",
-    status=RunStatus.ACTIVE,
-    opened_at_ms=0,
-    deadline_ms=0,
-    ttl_ms=1,
-    expires_at_ms=0,
-    tool_call_budget=0,
-    byte_budget=0,
-)
 
 
 class CorruptReplyError(ValueError):
@@ -611,7 +600,8 @@ def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> Creat
 
     An unsafe run id has no run, so the kernel answers RUN_INACTIVE. The outcome of
     the kernel's Begin transition (id checks, whole-record limit) does not depend on
-    the run and is decided here, passed to the script as the last check.
+    the run: kernel ``check_begin`` decides it here, passed to the script as its last
+    check.
     Raises ``ValueError`` for integers of 2**53 or more.
     """
     run_id, tool_call_id, now = request.run_id, request.tool_call_id, request.now_ms
@@ -621,20 +611,7 @@ def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> Creat
     if not -MAX_EXACT_INT <= now < MAX_EXACT_INT:
         _check_int(now)
     size = utf8_len(request.request_json)
-    probe = transition(
-        None,
-        Begin(
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            tool_name=request.tool_name,
-            request_json=request.request_json,
-            invocation_token=request.invocation_token,
-            sequence=1,
-            ttl_ms=1,
-            now_ms=now,
-        ),
-        limits,
-    )
+    refusal = check_begin(request, limits)
     if is_safe_id(tool_call_id):
         record_key: bytes | str = keys.record_wire(tool_call_id)
         raw_response_key: bytes | str = keys.raw_wire(tool_call_id)
@@ -642,11 +619,12 @@ def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> Creat
     else:  # no record can exist: the script reads neither key
         record_key = raw_response_key = keys.run_wire
         tcid = ""
-    if isinstance(probe, CanonicalRecord) and size is not None:
-        header = f"{now} {size}  {tcid} {run_id} {probe.status} {probe.created_at_ms} {probe.updated_at_ms}"
-        texts: tuple[str, str, str] = (probe.invocation_token, probe.tool_name, probe.request_json)
+    if refusal is None and size is not None:
+        # The new record's status and times (the kernel's Begin: PROJECTING, created = updated = now).
+        header = f"{now} {size}  {tcid} {run_id} {InvocationStatus.PROJECTING} {now} {now}"
+        texts: tuple[str, str, str] = (request.invocation_token, request.tool_name, request.request_json)
     else:
-        late = probe if isinstance(probe, ErrorCode) else ""
+        late = refusal if refusal is not None else ""
         header = f"{now} {'' if size is None else size} {late} {tcid}    "
         token = request.invocation_token
         texts = (token if isinstance(token, str) else "", "", "")
@@ -741,7 +719,7 @@ def plan_complete(
     asks for it in full when it differs). A raw response above
     :data:`STAGE_ABOVE_BYTES` goes through a staging key named with ``nonce()``.
     """
-    decide_complete(None, before, after, now_ms)  # the kernel's programming-error checks
+    check_completion(before, after)  # the kernel's programming-error checks
     run_id, tool_call_id = before.run_id, before.tool_call_id
     keys = run_keys(prefix, run_id)
     if keys is None or not is_safe_id(tool_call_id):
@@ -749,7 +727,7 @@ def plan_complete(
     updated = after.updated_at_ms
     if not (-MAX_EXACT_INT <= now_ms < MAX_EXACT_INT and -MAX_EXACT_INT <= updated < MAX_EXACT_INT):
         _check_int(now_ms, updated)
-    charge = run_usage_after(_ZERO_RUN, before, after).bytes_used
+    charge = completion_charge(before, after)
     raw = after.raw_response
     size = None if raw is None else utf8_len(raw)
     evidence, code, result, scope = after.evidence_status, after.error_code, after.agent_result, after.scope

@@ -66,6 +66,8 @@ __all__ = [
     "TransitionResult",
     "admit",
     "cancel_run",
+    "check_begin",
+    "check_completion",
     "close_run",
     "decide_complete",
     "is_well_formed",
@@ -619,6 +621,32 @@ def admit(
     return Admission(run=new_run, record=result)
 
 
+def check_begin(request: AdmissionRequest, limits: Limits) -> ErrorCode | None:
+    """The run-independent outcome of the table's (ABSENT, Begin) row for ``request``.
+
+    ``None`` when Begin would create the record; else MISSING_TOOL_CALL_ID or
+    UNSAFE_TOOL_CALL_ID (CIS-ID-6), RUN_MISMATCH for an unsafe run id, or
+    REQUEST_TOO_LARGE when the new record would exceed ``limits.record_bytes``
+    (CIS-SIZE-5). None of these depend on the run, the sequence or the TTL, so a
+    store whose atomic step cannot run the kernel (a Lua script) decides them before
+    it sends the step; :func:`admit` reaches the same answer.
+    """
+    result = _begin(
+        Begin(
+            run_id=request.run_id,
+            tool_call_id=request.tool_call_id,
+            tool_name=request.tool_name,
+            request_json=request.request_json,
+            invocation_token=request.invocation_token,
+            sequence=1,
+            ttl_ms=1,
+            now_ms=request.now_ms,
+        ),
+        limits,
+    )
+    return result if isinstance(result, ErrorCode) else None
+
+
 def run_usage_after(run: RunState, before: CanonicalRecord, after: CanonicalRecord) -> RunState:
     """Charge the bytes a completion stored to the run's byte budget (CIS-RUN-6).
 
@@ -737,6 +765,20 @@ class CompareAndSet(enum.Enum):
     REPLAY = "REPLAY"
 
 
+def check_completion(before: CanonicalRecord, after: CanonicalRecord) -> None:
+    """Raise ``ValueError`` if ``after`` changes a field no transition changes (CIS-LIFE-6).
+
+    The identity fields (ids, token, tool name, request, sequence, creation and expiry
+    times) of ``before`` and ``after`` must be equal: a completion that changes one is
+    a programming error, not a domain outcome. :func:`decide_complete` runs it first;
+    stores that decide the compare-and-set elsewhere (a Lua script) call it before
+    sending.
+    """
+    if _identity(before) != _identity(after):
+        changed = [name for name in _IDENTITY_FIELDS if getattr(before, name) != getattr(after, name)]
+        raise ValueError(f"a completion may not change {', '.join(changed)} (CIS-LIFE-6)")
+
+
 def decide_complete(
     stored: CanonicalRecord | None,
     before: CanonicalRecord,
@@ -754,9 +796,7 @@ def decide_complete(
     kernel never changes (identity, token, request, sequence, times of creation
     and expiry): that is a programming error, not a domain outcome.
     """
-    if _identity(before) != _identity(after):
-        changed = [name for name in _IDENTITY_FIELDS if getattr(before, name) != getattr(after, name)]
-        raise ValueError(f"a completion may not change {', '.join(changed)} (CIS-LIFE-6)")
+    check_completion(before, after)
     if phase_of(stored, now_ms) is Phase.ABSENT or stored is None:
         return ErrorCode.INVALID_TRANSITION
     if stored.invocation_token != before.invocation_token or _identity(stored) != _identity(before):

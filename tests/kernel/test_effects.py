@@ -16,8 +16,12 @@ from invocation_store.kernel import (
     Completion,
     ErrorCode,
     EvidenceStatus,
+    Limits,
     RunStatus,
+    admit,
     agent_view,
+    check_begin,
+    check_completion,
     completion_charge,
     decide_completion,
     failure_view,
@@ -28,7 +32,21 @@ from invocation_store.kernel import (
     sweep_candidates,
 )
 
-from ._helpers import RAW, T0, admitted, begun, errored, make_run, ready, request, with_raw
+from ._helpers import (
+    ARGS,
+    LIMITS,
+    RAW,
+    RUN_ID,
+    T0,
+    TOOL,
+    admitted,
+    begun,
+    errored,
+    make_run,
+    ready,
+    request,
+    with_raw,
+)
 
 
 def test_is_live_boundary_is_exclusive() -> None:
@@ -204,3 +222,36 @@ def test_run_status_is_untouched_by_a_completion() -> None:
     assert effect.run is not None
     assert effect.run.status is RunStatus.ACTIVE
     assert effect.run.tool_calls_used == admission.run.tool_calls_used
+
+
+def test_check_begin_is_the_run_independent_part_of_admission() -> None:
+    """CIS-ID-6, CIS-SIZE-5: check_begin answers what admit answers for the Begin row, without a run."""
+    assert check_begin(request(), LIMITS) is None
+    cases = [
+        (request(tool_call_id=""), LIMITS, ErrorCode.MISSING_TOOL_CALL_ID),
+        (request(tool_call_id="bad id"), LIMITS, ErrorCode.UNSAFE_TOOL_CALL_ID),
+        (request(run_id="run 1"), LIMITS, ErrorCode.RUN_MISMATCH),
+        (request(), Limits(record_bytes=10), ErrorCode.REQUEST_TOO_LARGE),
+    ]
+    for req, limits, code in cases:
+        assert check_begin(req, limits) is code
+    big = Limits(record_bytes=len(RUN_ID) + len("call_1") + len(TOOL) + len(ARGS))
+    assert check_begin(request(), big) is None
+    assert check_begin(request(), Limits(record_bytes=big.record_bytes - 1)) is ErrorCode.REQUEST_TOO_LARGE
+    assert admit(make_run(), None, request(), Limits(record_bytes=big.record_bytes - 1)) is (
+        ErrorCode.REQUEST_TOO_LARGE
+    )
+
+
+def test_check_completion_refuses_identity_changes() -> None:
+    """CIS-LIFE-6: a completion that changes an identity field is a programming error."""
+    record = begun()
+    check_completion(record, with_raw(record))
+    for changed in (
+        attrs.evolve(record, expires_at_ms=record.expires_at_ms + 1),
+        attrs.evolve(record, request_json="{}"),
+        attrs.evolve(record, invocation_token="tok-2"),
+        attrs.evolve(record, sequence=2),
+    ):
+        with pytest.raises(ValueError, match="may not change"):
+            check_completion(record, changed)
