@@ -58,6 +58,7 @@ from ..kernel import (
     is_safe_id,
     is_well_formed,
     open_run,
+    remaining_ms,
     run_key,
     utf8_len,
 )
@@ -466,7 +467,7 @@ def plan_open(
     )
     return OpenPlan(
         keys=(run_key(prefix, run_id), done_key(prefix, run_id), calls_key(prefix, run_id)),
-        args=(str(now_ms), str(fresh.expires_at_ms - now_ms), *values),
+        args=(str(now_ms), str(remaining_ms(fresh, now_ms) or 0), *values),
         fresh=fresh,
     )
 

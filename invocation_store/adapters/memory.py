@@ -33,6 +33,7 @@ from ..kernel import (
     decide_completion,
     is_live,
     open_run,
+    remaining_ms,
 )
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "wall_clock_ms"]
@@ -197,8 +198,7 @@ class MemoryStore:
         """``expires_at_ms - now``; None if absent or expired."""
         with self._lock:
             now = self._clock()
-            record = self._record(run_id, tool_call_id, now)
-            return None if record is None else record.expires_at_ms - now
+            return remaining_ms(self._record(run_id, tool_call_id, now), now)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -54,7 +54,9 @@ from ..kernel import (
     RunState,
     call_key,
     done_key,
+    is_live,
     is_safe_id,
+    live,
     run_key,
 )
 from . import _redis_core as core
@@ -278,7 +280,7 @@ class RedisStore:
         try:
             values = self._client.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
             run = core.decode_run(values, run_id)
-            return None if run is None or self._clock() >= run.expires_at_ms else run
+            return live(run, self._clock())
         except _FAILURES as exc:
             cause = _failure("get_run", exc)
         raise StoreUnavailableError(cause)
@@ -385,7 +387,7 @@ class RedisStore:
             pipe.get(core.raw_key(self._prefix, run_id, tool_call_id))
             fields, raw = pipe.execute()
             record = core.decode_record(fields, raw, run_id, tool_call_id)
-            return None if record is None or self._clock() >= record.expires_at_ms else record
+            return live(record, self._clock())
         except _FAILURES as exc:
             cause = _failure("get", exc)
         raise StoreUnavailableError(cause)
@@ -419,7 +421,7 @@ class RedisStore:
             for index, tcid in enumerate(wanted):
                 raw = replies[index * step + 1] if include_raw else None
                 record = core.decode_record(replies[index * step], raw, run_id, tcid)
-                result[tcid] = None if record is None or now >= record.expires_at_ms else record
+                result[tcid] = live(record, now)
             return result
         except _FAILURES as exc:
             cause = _failure("get_many", exc)
@@ -435,7 +437,7 @@ class RedisStore:
             pipe.lrange(list_key(self._prefix, run_id), 0, -1)
             values, items = pipe.execute()
             run = core.decode_run(values, run_id)
-            if run is None or self._clock() >= run.expires_at_ms:
+            if not is_live(run, self._clock()):
                 return ()
             return core.decode_ids(items)
         except _FAILURES as exc:
@@ -598,7 +600,7 @@ class AsyncRedisStore:
         try:
             values = await self._client.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
             run = core.decode_run(values, run_id)
-            return None if run is None or self._clock() >= run.expires_at_ms else run
+            return live(run, self._clock())
         except _FAILURES as exc:
             cause = _failure("get_run", exc)
         raise StoreUnavailableError(cause)
@@ -672,7 +674,7 @@ class AsyncRedisStore:
             pipe.get(core.raw_key(self._prefix, run_id, tool_call_id))
             fields, raw = await pipe.execute()
             record = core.decode_record(fields, raw, run_id, tool_call_id)
-            return None if record is None or self._clock() >= record.expires_at_ms else record
+            return live(record, self._clock())
         except _FAILURES as exc:
             cause = _failure("get", exc)
         raise StoreUnavailableError(cause)
@@ -701,7 +703,7 @@ class AsyncRedisStore:
             for index, tcid in enumerate(wanted):
                 raw = replies[index * step + 1] if include_raw else None
                 record = core.decode_record(replies[index * step], raw, run_id, tcid)
-                result[tcid] = None if record is None or now >= record.expires_at_ms else record
+                result[tcid] = live(record, now)
             return result
         except _FAILURES as exc:
             cause = _failure("get_many", exc)
@@ -719,7 +721,7 @@ class AsyncRedisStore:
             pipe.lrange(list_key(self._prefix, run_id), 0, -1)
             values, items = await pipe.execute()
             run = core.decode_run(values, run_id)
-            if run is None or self._clock() >= run.expires_at_ms:
+            if not is_live(run, self._clock()):
                 return ()
             return core.decode_ids(items)
         except _FAILURES as exc:

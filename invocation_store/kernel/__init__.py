@@ -16,6 +16,7 @@ from ._effects import (
     is_live,
     is_own_create,
     live,
+    remaining_ms,
     sweep_candidates,
 )
 from ._ids import MAX_ID_LENGTH, call_key, check_tool_call_id, done_key, is_safe_id, run_key
@@ -143,6 +144,7 @@ __all__ = [
     "preflight",
     "project_progress",
     "record_bytes",
+    "remaining_ms",
     "run_key",
     "run_usage_after",
     "sweep_candidates",

@@ -7,8 +7,9 @@ turns those decisions into *effects*, the complete list of writes a store makes 
 one operation, and answers every visibility question a store, the boundary, the
 stateful model or the oracle would otherwise answer inline:
 
-- :func:`is_live` / :func:`live`: a record or run is visible while
-  ``now_ms < expires_at_ms``; at or after its expiry it reads as absent (CIS-TTL-4).
+- :func:`is_live` / :func:`live` / :func:`remaining_ms`: a record or run is visible
+  while ``now_ms < expires_at_ms``; at or after its expiry it reads as absent
+  (CIS-TTL-4), and what it has left is ``expires_at_ms - now_ms``.
 - :func:`decide_completion`: the compare-and-set of a completion with its
   bookkeeping: the record to store, the run's new usage (charged only while the run
   is live, CIS-RUN-6) and whether the id joins the run's completed list (terminal
@@ -48,6 +49,7 @@ __all__ = [
     "is_live",
     "is_own_create",
     "live",
+    "remaining_ms",
     "sweep_candidates",
 ]
 
@@ -72,6 +74,17 @@ def is_live(value: _Expiring | None, now_ms: int) -> bool:
 def live(value: _T | None, now_ms: int) -> _T | None:
     """``value`` if it is live at ``now_ms`` (see :func:`is_live`), else ``None``."""
     return value if value is not None and now_ms < value.expires_at_ms else None
+
+
+def remaining_ms(value: _Expiring | None, now_ms: int) -> int | None:
+    """Milliseconds ``value`` (a record or run) has left at ``now_ms``: ``expires_at_ms - now_ms``.
+
+    ``None`` when it is absent or no longer live (see :func:`is_live`); otherwise at
+    least 1 (CIS-TTL-4, CIS-TTL-5).
+    """
+    if value is None or now_ms >= value.expires_at_ms:
+        return None
+    return value.expires_at_ms - now_ms
 
 
 def completion_charge(before: CanonicalRecord, after: CanonicalRecord) -> int:

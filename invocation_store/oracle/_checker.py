@@ -63,6 +63,7 @@ from ..kernel import (
     live,
     open_run,
     project_progress,
+    remaining_ms,
     sweep_candidates,
     transition,
     utf8_len,
@@ -1121,7 +1122,7 @@ class Oracle:
         test's fake clock) may report less than expiry - now, never more.
         """
         key = (record.run_id, record.tool_call_id)
-        limit = record.expires_at_ms - self.now
+        limit = remaining_ms(record, self.now) or 0
         last = self.last_ttl.get(key)
         where = "observed.record.ttl_remaining_ms"
         requirement = {"read": "CIS-TTL-5", "create": "CIS-TTL-2"}.get(context, "CIS-TTL-3")

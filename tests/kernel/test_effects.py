@@ -29,6 +29,7 @@ from invocation_store.kernel import (
     is_own_create,
     live,
     record_bytes,
+    remaining_ms,
     sweep_candidates,
 )
 
@@ -59,8 +60,12 @@ def test_is_live_boundary_is_exclusive() -> None:
         assert is_live(value, value.expires_at_ms + 1) is False
         assert live(value, value.expires_at_ms - 1) is value
         assert live(value, value.expires_at_ms) is None
+        assert remaining_ms(value, value.expires_at_ms - 1) == 1
+        assert remaining_ms(value, value.expires_at_ms) is None
+        assert remaining_ms(value, value.expires_at_ms - 500) == 500
     assert is_live(None, T0) is False
     assert live(None, T0) is None
+    assert remaining_ms(None, T0) is None
 
 
 def test_completion_charges_stored_bytes_and_appends_terminal() -> None:
