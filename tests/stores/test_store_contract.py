@@ -243,11 +243,11 @@ def test_admission_checks_come_in_the_kernel_order(make_store: MakeStore, clock:
     clock.now = now + 1_000
     assert store.create(request(clock(), "a"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
     assert store.create(request(clock(), "c"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
-    open_default_run(store, now, run_id="run-2")
-    assert store.cancel_run("run-2") is not None
+    second = open_default_run(store, now, run_id="run-2")
+    assert store.cancel_run("run-2") == evolve(second, status=RunStatus.CANCELLED)
     assert store.create(request(now, run_id="run-2"), LIMITS) is ErrorCode.RUN_INACTIVE
-    open_default_run(store, now, run_id="run-3")
-    store.close_run("run-3")
+    third = open_default_run(store, now, run_id="run-3")
+    assert store.close_run("run-3") == evolve(third, status=RunStatus.CLOSED)
     assert store.create(request(now, run_id="run-3"), LIMITS) is ErrorCode.RUN_INACTIVE
     assert store.calls(RUN) == ("a", "b")
 
