@@ -202,6 +202,19 @@ class StoreDriver:
 MakeDriver = Callable[[FakeClock], StoreDriver]
 
 
+def with_planted_script(driver: StoreDriver, attribute: str, text: str, replacement: str) -> StoreDriver:
+    """``driver`` with its Redis store's script ``attribute`` (e.g. ``"_create"``) changed.
+
+    ``text`` (which must occur) is replaced by ``replacement``; call before the store's
+    first operation, which loads the scripts. A planted fault for the reply checks.
+    """
+    store: Any = driver.store
+    source = getattr(store, attribute).script
+    assert text in source, (attribute, text)
+    setattr(store, attribute, store._client.register_script(source.replace(text, replacement)))
+    return driver
+
+
 def open_default_run(
     store: InvocationStore,
     now_ms: int,

@@ -21,6 +21,8 @@ from invocation_store.kernel import (
     EvidenceStatus,
     InvocationStatus,
     Limits,
+    Projection,
+    ProjectionReceived,
     RawReceived,
     RunState,
     RunStatus,
@@ -42,6 +44,7 @@ from ._support import (
     open_default_run,
     ready,
     request,
+    with_planted_script,
     with_raw,
 )
 from .conftest import MakeDriver
@@ -601,3 +604,213 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
         with pytest.raises(StoreUnavailableError):
             run_read()
     assert record.run_id == RUN
+
+
+# -- limits and budgets on both sides of each edge ---------------------------------------
+
+
+def test_tool_call_budget_edges(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-5, CIS-STORE-8: with budget k, calls k-1 and k are admitted, call k+1 is refused."""
+    store = make_driver(clock)
+    budget = 3
+    run = open_default_run(store, clock(), tool_call_budget=budget)
+    for index in range(1, budget + 1):
+        req = request(clock(), f"call_{index}")
+        expected = admit(run, None, req, LIMITS)
+        assert isinstance(expected, Admission)
+        assert store.create(req, LIMITS) == expected
+        run = expected.run
+        assert (run.tool_calls_used, expected.record.sequence) == (index, index)
+    refused = request(clock(), "call_over")
+    assert admit(run, None, refused, LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    assert store.create(refused, LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    assert store.get_run(RUN) == run
+    assert store.get(RUN, "call_over") is None
+
+
+@pytest.mark.parametrize(("spare", "admitted_too"), [(-1, False), (0, True), (1, True)])
+def test_run_byte_budget_edges(
+    make_driver: MakeDriver, clock: FakeClock, spare: int, admitted_too: bool
+) -> None:
+    """CIS-RUN-6, CIS-PRE-8: a request needing budget - 1, exactly the budget or budget + 1 bytes.
+
+    ``used + size == budget`` is admitted and spends the budget exactly; one byte more
+    is RUN_BYTES_EXHAUSTED and spends nothing (CIS-STORE-8: the answer is kernel admit's).
+    """
+    store = make_driver(clock)
+    arguments = '{"n": "é"}'  # 11 UTF-8 bytes, 10 characters
+    first = '{"a": 1}'
+    need = utf8_len(first) + utf8_len(arguments)
+    run = open_default_run(store, clock(), byte_budget=need + spare)
+    spent = store.create(request(clock(), "first", arguments=first), LIMITS)
+    assert isinstance(spent, Admission)
+    req = request(clock(), "edge", arguments=arguments)
+    expected = admit(spent.run, None, req, LIMITS)
+    assert store.create(req, LIMITS) == expected
+    if admitted_too:
+        assert isinstance(expected, Admission)
+        assert expected.run.bytes_used == need == run.byte_budget - spare
+    else:
+        assert expected is ErrorCode.RUN_BYTES_EXHAUSTED
+        assert store.get_run(RUN) == spent.run
+    current = store.get_run(RUN)
+    assert current is not None
+    more = request(clock(), "more", arguments="{}")
+    expected_more = admit(current, None, more, LIMITS)
+    assert store.create(more, LIMITS) == expected_more
+    assert (expected_more is ErrorCode.RUN_BYTES_EXHAUSTED) is (spare >= 0)  # 2 bytes never fit then
+
+
+@pytest.mark.parametrize("spare", [-1, 0, 1])
+def test_a_one_byte_completion_is_charged(make_driver: MakeDriver, clock: FakeClock, spare: int) -> None:
+    """CIS-RUN-6: a completion storing 1 byte more is charged 1 byte; the next admission sees it exactly."""
+    store = make_driver(clock)
+    arguments = '{"a": 1}'
+    size = utf8_len(arguments)
+    open_default_run(store, clock(), byte_budget=size + 1 + size + spare)
+    record = admitted(store, request(clock(), "a", arguments=arguments))
+    one_byte = with_raw(record, clock(), raw="x")
+    assert record_bytes(one_byte) == record_bytes(record) + 1
+    assert store.complete(record, one_byte) == one_byte
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.bytes_used == size + 1
+    req = request(clock(), "b", arguments=arguments)
+    expected = admit(run, None, req, LIMITS)
+    assert store.create(req, LIMITS) == expected
+    assert isinstance(expected, Admission) is (spare >= 0)
+
+
+def test_a_completion_is_never_refused_for_the_byte_budget(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-6: the charge of a completion may pass the budget; it is written and counted in full."""
+    store = make_driver(clock)
+    arguments = '{"a": 1}'
+    open_default_run(store, clock(), byte_budget=utf8_len(arguments))
+    record = admitted(store, request(clock(), "a", arguments=arguments))
+    done = ready(record, clock(), raw="r" * 50, content="c" * 7, scope="s" * 3)
+    assert store.complete(record, done) == done
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.bytes_used == utf8_len(arguments) + record_bytes(done) - record_bytes(record)
+    assert run.bytes_used > run.byte_budget
+
+
+@pytest.mark.parametrize("spare", [-1, 0, 1])
+def test_whole_record_limit_edges_at_creation(make_driver: MakeDriver, clock: FakeClock, spare: int) -> None:
+    """CIS-SIZE-5, CIS-ID-6: a new record of record_bytes - 1, exactly, or + 1 bytes against the limit."""
+    store = make_driver(clock)
+    run = open_default_run(store, clock())
+    req = request(clock(), "call_1", arguments='{"q": "日本"}')
+    probe = admit(run, None, req, LIMITS)
+    assert isinstance(probe, Admission)
+    limits = Limits(record_bytes=record_bytes(probe.record) + spare)
+    expected = admit(run, None, req, limits)
+    assert store.create(req, limits) == expected
+    assert (expected is ErrorCode.REQUEST_TOO_LARGE) is (spare < 0)
+    assert store.calls(RUN) == (() if spare < 0 else ("call_1",))
+
+
+@pytest.mark.parametrize("spare", [-1, 0, 1])
+def test_raw_and_agent_result_limit_edges(make_driver: MakeDriver, clock: FakeClock, spare: int) -> None:
+    """CIS-SIZE-3, CIS-SIZE-4, CIS-STORE-3: raw and agent result at limit - 1, limit, limit + 1 bytes.
+
+    At or under the limit the value is stored whole; one byte over, the record is
+    ERROR/RESULT_TOO_LARGE (the raw response dropped, the result never stored). The
+    store holds exactly the kernel's record either way.
+    """
+    store = make_driver(clock)
+    open_default_run(store, clock())
+    limit = 12
+    limits = Limits(raw_bytes=limit, agent_result_bytes=limit)
+    raw_case = admitted(store, request(clock(), "raw"))
+    raw_after = transition(raw_case, RawReceived(raw_response="é" * 6 + "x" * spare, now_ms=clock()), limits)
+    assert isinstance(raw_after, CanonicalRecord)
+    assert store.complete(raw_case, raw_after) == raw_after
+    assert store.get(RUN, "raw") == raw_after
+    assert (raw_after.status is InvocationStatus.ERROR) is (spare > 0)
+    result_record = admitted(store, request(clock(), "result"))
+    result_case = with_raw(result_record, clock())
+    assert store.complete(result_record, result_case) == result_case
+    content = "c" * (limit - 3 + spare)  # with the 3-byte scope: limit + spare bytes
+    projection = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content=content, scope="日")
+    result_after = transition(result_case, ProjectionReceived(projection=projection, now_ms=clock()), limits)
+    assert isinstance(result_after, CanonicalRecord)
+    assert store.complete(result_case, result_after) == result_after
+    assert store.get(RUN, "result") == result_after
+    assert result_after.error_code is (ErrorCode.RESULT_TOO_LARGE if spare > 0 else None)
+
+
+def test_deadline_edges(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-4: admitted at deadline - 1 ms; RUN_DEADLINE_EXCEEDED at the deadline and after it."""
+    store = make_driver(clock)
+    run = open_default_run(store, clock(), deadline_in_ms=1_000)
+    clock.now = run.deadline_ms - 1
+    assert isinstance(store.create(request(clock(), "just_in_time"), LIMITS), Admission)
+    for now in (run.deadline_ms, run.deadline_ms + 1):
+        clock.now = now
+        assert store.create(request(clock(), f"late_{now}"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert store.calls(RUN) == ("just_in_time",)
+
+
+def test_record_and_run_expiry_edges(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-TTL-4, CIS-RUN-3: live at expiry - 1 ms (1 ms left, still completable); absent at expiry."""
+    store = make_driver(clock)
+    run = open_default_run(store, clock(), ttl_ms=5_000, deadline_in_ms=1_000)
+    record = admitted(store, request(clock()))
+    clock.now = record.expires_at_ms - 1
+    assert store.get(RUN, "call_1") == record
+    assert store.ttl_remaining_ms(RUN, "call_1") == 1
+    done = ready(record, clock())
+    assert store.complete(record, done) == done
+    clock.now = record.expires_at_ms
+    assert store.get(RUN, "call_1") is None
+    assert store.ttl_remaining_ms(RUN, "call_1") is None
+    clock.now = run.expires_at_ms - 1
+    assert store.get_run(RUN) == store.get_run(RUN) is not None
+    assert store.cancel_run(RUN) == evolve(store.get_run(RUN), status=RunStatus.CANCELLED)
+    clock.now = run.expires_at_ms
+    assert store.get_run(RUN) is None
+    assert store.cancel_run(RUN) is ErrorCode.RUN_INACTIVE
+
+
+#: Lua mirrors planted with a refusal the kernel would not make: (script attribute,
+#: text, replacement). Each must surface as STORE_UNAVAILABLE ("KernelDisagrees"),
+#: never as the wrong refusal.
+_WRONG_REFUSALS = {
+    "bytes-at-equality": ("_create", "if bytes > tonumber(run[10])", "if bytes >= tonumber(run[10])"),
+    "calls-at-equality": ("_create", "if used > tonumber(run[9])", "if used >= tonumber(run[9])"),
+    "deadline-early": ("_create", "if now >= tonumber(run[6])", "if now + 1 >= tonumber(run[6])"),
+    "retried-cancel": ("_end", "cur[2] ~= 'ACTIVE' and cur[2] ~= ARGV[2]", "cur[2] ~= 'ACTIVE'"),
+    "reopen-counts": ("_open", "{1, 4, 5, 6, 7, 8}", "{1, 4, 5, 6, 7, 8, 9}"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(_WRONG_REFUSALS))
+def test_a_refusal_the_kernel_would_not_make_is_caught(
+    make_redis_driver: MakeDriver, clock: FakeClock, fault: str
+) -> None:
+    """CIS-STORE-8, CIS-FAIL-5: every ERR reply of a script is re-decided by the kernel on the state it saw.
+
+    A Lua mirror that refuses at ``used + size == budget`` (or any other refusal the
+    kernel would not make) is a corrupt reply, not a budget answer.
+    """
+    store = with_planted_script(make_redis_driver(clock), *_WRONG_REFUSALS[fault])
+    arguments = '{"a": 1}'
+    size = utf8_len(arguments)
+    run = open_default_run(store, clock(), tool_call_budget=1, byte_budget=size, deadline_in_ms=5)
+    clock.now = run.deadline_ms - 1
+    if fault == "retried-cancel":
+        assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
+    if fault == "reopen-counts":
+        admitted(store, request(clock(), arguments=arguments))
+    operations: dict[str, Callable[[], object]] = {
+        "retried-cancel": lambda: store.cancel_run(RUN),
+        "reopen-counts": lambda: store.open_run(
+            RUN, deadline_ms=run.deadline_ms, ttl_ms=TTL_MS, tool_call_budget=1, byte_budget=size
+        ),
+    }
+    operation = operations.get(fault, lambda: store.create(request(clock(), arguments=arguments), LIMITS))
+    with pytest.raises(StoreUnavailableError) as caught:
+        operation()
+    assert caught.value.cause == "KernelDisagrees"
+    assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
