@@ -402,12 +402,6 @@ def _tag(reply: object) -> tuple[str, Reply]:
     return decode_text(reply[0]), reply
 
 
-def _code(reply: Reply) -> ErrorCode:
-    if len(reply) != 2:
-        raise CorruptReplyError("UnexpectedReply")
-    return ErrorCode(decode_text(reply[1]))
-
-
 def _check_int(*values: int) -> None:
     for value in values:
         if value >= MAX_EXACT_INT or value < -MAX_EXACT_INT:
@@ -478,7 +472,7 @@ def finish_open(plan: OpenPlan, reply: object, now_ms: int) -> RunState | ErrorC
     if tag == "FRESH":
         return plan.fresh
     if tag == "ERR":
-        return _code(items)
+        return _refused_open(plan, items, now_ms)
     if tag != "EXISTING":
         raise CorruptReplyError("UnexpectedReply")
     fresh = plan.fresh
@@ -497,6 +491,39 @@ def finish_open(plan: OpenPlan, reply: object, now_ms: int) -> RunState | ErrorC
     return result
 
 
+def _refusal(items: Reply) -> ErrorCode:
+    """The code of an ``ERR <code> ...`` reply split on spaces; a foreign code is corrupt."""
+    if len(items) < 2:
+        raise CorruptReplyError("UnexpectedReply")
+    code = _CODES.get(decode_text(items[1]))
+    if code is None:
+        raise CorruptReplyError("UnexpectedReply")
+    return code
+
+
+def _refused_open(plan: OpenPlan, items: Reply, now_ms: int) -> ErrorCode:
+    """OPEN_RUN_SCRIPT's refusal, re-decided by kernel ``open_run`` on the run the script saw.
+
+    Raises :class:`CorruptReplyError` ("KernelDisagrees") when the kernel, fed that
+    run, would not refuse with the same code (CIS-STORE-8).
+    """
+    code = _refusal(items)
+    fresh = plan.fresh
+    existing = decode_run(items[2:], fresh.run_id)
+    decided = open_run(
+        existing,
+        run_id=fresh.run_id,
+        now_ms=now_ms,
+        deadline_ms=fresh.deadline_ms,
+        ttl_ms=fresh.ttl_ms,
+        tool_call_budget=fresh.tool_call_budget,
+        byte_budget=fresh.byte_budget,
+    )
+    if decided is not code:
+        raise CorruptReplyError("KernelDisagrees")
+    return code
+
+
 def plan_end_run(prefix: str, run_id: str, cancel: bool) -> tuple[str, str] | None:
     """Key and target status of a cancel/close; ``None`` for an unsafe run id (no run)."""
     if not is_safe_id(run_id):
@@ -509,7 +536,13 @@ def finish_end_run(run_id: str, cancel: bool, reply: object, now_ms: int) -> Run
     """The kernel's ``cancel_run``/``close_run`` answer given the run the script saw."""
     tag, items = _tag(reply)
     if tag == "ERR":
-        return _code(items)
+        # The refusal is re-decided by the kernel on the run the script saw (none: absent).
+        code = _refusal(items)
+        seen = decode_run(items[2:], run_id) if len(items) > 2 else None
+        decided = cancel_run(seen, now_ms) if cancel else close_run(seen, now_ms)
+        if decided is not code:
+            raise CorruptReplyError("KernelDisagrees")
+        return code
     if tag != "OK":
         raise CorruptReplyError("UnexpectedReply")
     before = decode_run(items[1:], run_id)
@@ -521,6 +554,8 @@ def finish_end_run(run_id: str, cancel: bool, reply: object, now_ms: int) -> Run
 
 # -- create ----------------------------------------------------------------------------
 
+#: Error codes by their wire spelling (a script reply naming another is corrupt).
+_CODES: Final = {code.value: code for code in ErrorCode}
 #: Run statuses by their stored value.
 _RUN_STATUS: Final = {status.value: status for status in RunStatus}
 #: Longest reply tail :func:`_run_constants` caches: a safe id, six 16-digit integers.
@@ -657,6 +692,41 @@ def _error_code(rest: str, items: Reply) -> ErrorCode:
     return ErrorCode(rest)
 
 
+#: Kernel ``admit`` codes decided before the duplicate check (CIS-PRE-8): a script that
+#: answers DUPLICATE_TOOL_CALL must have seen a run that passes them.
+_BEFORE_DUPLICATE: Final = frozenset(
+    {ErrorCode.RUN_INACTIVE, ErrorCode.RUN_MISMATCH, ErrorCode.RUN_DEADLINE_EXCEEDED}
+)
+
+
+def _refused_create(plan: CreatePlan, rest: str, items: Reply) -> ErrorCode:
+    """CREATE_SCRIPT's refusal, re-decided by kernel ``admit`` on the run the script saw.
+
+    ``rest`` is "<code>" (no run) or "<code> <10 run values, CREATE_RUN_ORDER>". A
+    refusal after the duplicate check saw no live record, so the kernel runs with
+    ``existing=None`` and must answer the same code; for DUPLICATE_TOOL_CALL (the
+    record itself is not sent back) the run must pass every check before the
+    duplicate one. Raises :class:`CorruptReplyError` ("KernelDisagrees") otherwise, so
+    that a refusal the kernel would have admitted is never reported (CIS-STORE-8).
+    """
+    if items:
+        raise CorruptReplyError("UnexpectedReply")
+    code_text, _, run_text = rest.partition(" ")
+    code = _CODES.get(code_text)
+    if code is None:
+        raise CorruptReplyError("UnexpectedReply")
+    request = plan.request
+    run = _admission_run(run_text, request.run_id) if run_text else None
+    decided = admit(run, None, request, plan.limits)
+    if code is ErrorCode.DUPLICATE_TOOL_CALL:
+        agrees = run is not None and decided not in _BEFORE_DUPLICATE
+    else:
+        agrees = decided is code
+    if not agrees:
+        raise CorruptReplyError("KernelDisagrees")
+    return code
+
+
 def finish_create(plan: CreatePlan, reply: object) -> Admission | ErrorCode:
     """The kernel's ``admit`` answer given the run (and record) the script saw.
 
@@ -672,7 +742,7 @@ def finish_create(plan: CreatePlan, reply: object) -> Admission | ErrorCode:
             raise CorruptReplyError("KernelDisagrees")
         return result
     if tag == "ERR":
-        return _error_code(rest, items)
+        return _refused_create(plan, rest, items)
     if tag != "REPLAY" or not items:
         raise CorruptReplyError("UnexpectedReply")
     run = _admission_run(rest, request.run_id)

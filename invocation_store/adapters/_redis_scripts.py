@@ -87,17 +87,18 @@ _HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for 
 # return "FRESH" when the fresh run was stored (any lapsed run and its lists are
 #   deleted first); "EXISTING <10 run values>" for a live ACTIVE run opened with the
 #   same deadline, TTL and budgets, at any time (nothing written); "ERR
-#   INVALID_TRANSITION" for any other live run (other parameters, or cancelled/closed).
+#   INVALID_TRANSITION <10 run values>" for any other live run (other parameters, or
+#   cancelled/closed): the client re-runs the kernel on the run the script refused.
 OPEN_RUN_SCRIPT: Final = f"""
 local now = tonumber(ARGV[1])
 local cur = {_HMGET_RUN}
 if cur[6] and now < tonumber(cur[6]) then
   if cur[2] ~= 'ACTIVE' then
-    return 'ERR INVALID_TRANSITION'
+    return 'ERR INVALID_TRANSITION ' .. table.concat(cur, ' ')
   end
   for _, i in ipairs({{1, 4, 5, 6, 7, 8}}) do
     if cur[i] ~= ARGV[2 + i] then
-      return 'ERR INVALID_TRANSITION'
+      return 'ERR INVALID_TRANSITION ' .. table.concat(cur, ' ')
     end
   end
   return 'EXISTING ' .. table.concat(cur, ' ')
@@ -118,17 +119,21 @@ return 'FRESH'
 # ARGV[1] - now_ms
 # ARGV[2] - the target status (kernel RUN_TRANSITIONS[(ACTIVE, operation)])
 # return "OK <10 run values before the change>" after setting status (TTL kept);
-#   "ERR RUN_INACTIVE" for an absent or lapsed run; "ERR INVALID_TRANSITION" for a
-#   run that is neither ACTIVE nor already in the target status (a retried cancel or
-#   close answers like the first).
+#   "ERR RUN_INACTIVE" for an absent run; "ERR RUN_INACTIVE <10 run values>" for a
+#   lapsed one; "ERR INVALID_TRANSITION <10 run values>" for a run that is neither
+#   ACTIVE nor already in the target status (a retried cancel or close answers like
+#   the first). The client re-runs the kernel on the run values of a refusal.
 END_RUN_SCRIPT: Final = f"""
 local now = tonumber(ARGV[1])
 local cur = {_HMGET_RUN}
-if not cur[6] or now >= tonumber(cur[6]) then
+if not cur[6] then
   return 'ERR RUN_INACTIVE'
 end
+if now >= tonumber(cur[6]) then
+  return 'ERR RUN_INACTIVE ' .. table.concat(cur, ' ')
+end
 if cur[2] ~= 'ACTIVE' and cur[2] ~= ARGV[2] then
-  return 'ERR INVALID_TRANSITION'
+  return 'ERR INVALID_TRANSITION ' .. table.concat(cur, ' ')
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2])
 return 'OK ' .. table.concat(cur, ' ')
@@ -178,7 +183,9 @@ CREATE_RUN_ORDER: Final = (
 #   and its bytes in the run, and appending the id to the calls LIST;
 #   {"REPLAY <10 run values, CREATE_RUN_ORDER>", <"1" raw | "0">, <raw or "">,
 #   <record field/value pairs>} when the live record carries this token and the run
-#   is live (nothing written); "ERR <code>" otherwise (nothing written).
+#   is live (nothing written); "ERR <code> <10 run values, CREATE_RUN_ORDER>"
+#   otherwise, or "ERR RUN_INACTIVE" when there is no run (nothing written): the
+#   client re-runs the kernel on the run the script refused.
 CREATE_SCRIPT: Final = f"""
 local now, size, late, tcid, rid, status, created, updated = string.match(ARGV[1],
   '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
@@ -203,15 +210,17 @@ if live and run_live and ARGV[2] ~= '' and token == ARGV[2] then
   for i = 1, #record do reply[3 + i] = record[i] end
   return reply
 end
-if not run_live or run[1] ~= 'ACTIVE' then return 'ERR RUN_INACTIVE' end
-if now >= tonumber(run[6]) then return 'ERR RUN_DEADLINE_EXCEEDED' end
-if live then return 'ERR DUPLICATE_TOOL_CALL' end
+if not run[8] then return 'ERR RUN_INACTIVE' end
+local seen = ' ' .. table.concat(run, ' ')
+if not run_live or run[1] ~= 'ACTIVE' then return 'ERR RUN_INACTIVE' .. seen end
+if now >= tonumber(run[6]) then return 'ERR RUN_DEADLINE_EXCEEDED' .. seen end
+if live then return 'ERR DUPLICATE_TOOL_CALL' .. seen end
 local used = tonumber(run[2]) + 1
-if used > tonumber(run[9]) then return 'ERR TOOL_BUDGET_EXHAUSTED' end
-if size == '' then return 'ERR INVALID_ARGUMENTS' end
+if used > tonumber(run[9]) then return 'ERR TOOL_BUDGET_EXHAUSTED' .. seen end
+if size == '' then return 'ERR INVALID_ARGUMENTS' .. seen end
 local bytes = tonumber(run[3]) + tonumber(size)
-if bytes > tonumber(run[10]) then return 'ERR RUN_BYTES_EXHAUSTED' end
-if late ~= '' or tcid == '' then return 'ERR ' .. late end
+if bytes > tonumber(run[10]) then return 'ERR RUN_BYTES_EXHAUSTED' .. seen end
+if late ~= '' or tcid == '' then return 'ERR ' .. late .. seen end
 if leftover then redis.call('DEL', KEYS[2], KEYS[4]) end
 redis.call('HSET', KEYS[2], 'run_id', rid, 'tool_call_id', tcid, 'tool_name', ARGV[3],
   'invocation_token', ARGV[2], 'sequence', string.format('%d', used), 'status', status,

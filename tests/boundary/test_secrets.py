@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from attrs import evolve
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -31,6 +32,7 @@ from invocation_store import (
     Limits,
     Projection,
     RunContext,
+    RunStatus,
     StoreUnavailableError,
     ToolBoundary,
     ToolRegistry,
@@ -232,7 +234,9 @@ def run_sync_paths(store: Any, clock: FakeClock) -> list[str]:
     assert failing.close_run(context) is ErrorCode.STORE_UNAVAILABLE
 
     # Admission refusals, then progress and citations of everything above.
-    assert boundary.close_run(context) is not None
+    live = store.get_run(context.run_id)
+    assert live is not None
+    assert boundary.close_run(context) == evolve(live, status=RunStatus.CLOSED)
     closed = boundary.invoke(context, envelope("c_closed", tool_name="ok", arguments=ARGS))
     assert closed.code is ErrorCode.RUN_INACTIVE
     texts.extend(texts_of_result(closed))

@@ -20,7 +20,9 @@ from invocation_store.kernel import (
     Projection,
     ProjectionReceived,
     RawReceived,
+    RunContext,
     RunState,
+    ToolPolicy,
     admit,
     open_run,
     transition,
@@ -34,7 +36,25 @@ OTHER_RUN_ID = "run-2"
 TOOL = "search"
 ARGS = '{"q": "weather in Paris"}'
 RAW = '{"hits": [{"title": "Paris", "temp_c": 18}], "raw_marker": "RAW-ONLY-7f3a"}'
-LIMITS = Limits()
+
+
+# Nothing here builds a kernel value at import time: a kernel change (or a mutant)
+# then fails the tests that use it, never the collection of a whole module.
+
+
+def default_limits() -> Limits:
+    """The kernel's default :class:`Limits`, built when a test asks for it."""
+    return Limits()
+
+
+def default_context() -> RunContext:
+    """The explicit run context of every scenario (run ``RUN_ID``)."""
+    return RunContext(run_id=RUN_ID)
+
+
+def default_policy() -> ToolPolicy:
+    """An authorized, read-only policy for ``TOOL``."""
+    return ToolPolicy(name=TOOL, authorized=True, read_only=True)
 
 
 def make_run(
@@ -83,7 +103,7 @@ def admitted(
     tool_call_id: str = "call_1",
     *,
     run: RunState | None = None,
-    limits: Limits = LIMITS,
+    limits: Limits | None = None,
     run_id: str = RUN_ID,
     request_json: str = ARGS,
     token: str = "tok-1",
@@ -100,7 +120,7 @@ def admitted(
         now_ms=now_ms,
         tool_name=tool_name,
     )
-    result = admit(run, None, req, limits)
+    result = admit(run, None, req, limits if limits is not None else default_limits())
     assert isinstance(result, Admission), result
     return result
 
@@ -112,9 +132,9 @@ def begun(
     return admitted(tool_call_id, run_id=run_id, request_json=request_json, token=token).record
 
 
-def step(record: CanonicalRecord | None, event: Event, limits: Limits = LIMITS) -> CanonicalRecord:
+def step(record: CanonicalRecord | None, event: Event, limits: Limits | None = None) -> CanonicalRecord:
     """Apply ``event``; fails the test if the kernel answers with a code."""
-    result = transition(record, event, limits)
+    result = transition(record, event, limits if limits is not None else default_limits())
     assert isinstance(result, CanonicalRecord), result
     return result
 

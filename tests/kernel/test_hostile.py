@@ -25,9 +25,7 @@ from invocation_store.kernel import (
     EvidenceStatus,
     Failed,
     InvocationStatus,
-    Limits,
     Phase,
-    RunContext,
     RunState,
     RunStatus,
     ToolCallEnvelope,
@@ -39,12 +37,22 @@ from invocation_store.kernel import (
     transition,
 )
 
-from ._helpers import ARGS, RUN_ID, T0, TOOL, begun, errored, make_run, ready, request
+from ._helpers import (
+    ARGS,
+    RUN_ID,
+    T0,
+    TOOL,
+    begun,
+    default_context,
+    default_limits,
+    default_policy,
+    errored,
+    make_run,
+    ready,
+    request,
+)
 from .test_preflight import PROVIDER_IDS
 
-CONTEXT = RunContext(run_id=RUN_ID)
-POLICY = ToolPolicy(name=TOOL, authorized=True, read_only=True)
-LIMITS = Limits()
 TEN_MB = 10 * 1024 * 1024
 #: The package directory, so a child process can import the kernel alone.
 PACKAGE_DIR = str(Path(kernel.__file__).resolve().parent.parent)
@@ -121,8 +129,10 @@ def _envelope(changes: dict[str, object]) -> ToolCallEnvelope:
 def test_hostile_envelope_gets_its_code(label: str, changes: dict[str, object], expected: ErrorCode) -> None:
     """CIS-PRE-2, CIS-ID-2, CIS-ID-3, CIS-JSON-1: each hostile envelope gets its stable code, never raises."""
     env = _envelope(changes)
-    assert check_envelope(CONTEXT, env, POLICY, LIMITS) is expected, label
-    full = preflight(CONTEXT, env, POLICY, LIMITS, run=make_run(), existing=None, now_ms=T0)
+    assert check_envelope(default_context(), env, default_policy(), default_limits()) is expected, label
+    full = preflight(
+        default_context(), env, default_policy(), default_limits(), run=make_run(), existing=None, now_ms=T0
+    )
     assert full is expected, label
 
 
@@ -194,7 +204,11 @@ def _from_json(text: str) -> ToolCallEnvelope | ErrorCode:
 def test_hostile_json_envelopes_through_the_codec(text: str, expected: ErrorCode) -> None:
     """CIS-CODEC-2, CIS-ID-2, CIS-PRE-2: envelopes decoded from JSON keep missing as missing and get codes."""
     decoded = _from_json(text)
-    code = decoded if isinstance(decoded, ErrorCode) else check_envelope(CONTEXT, decoded, POLICY, LIMITS)
+    code = (
+        decoded
+        if isinstance(decoded, ErrorCode)
+        else check_envelope(default_context(), decoded, default_policy(), default_limits())
+    )
     assert code is expected
     if isinstance(decoded, ToolCallEnvelope):
         assert decoded.tool_call_id != "None"
@@ -208,7 +222,10 @@ def test_escaped_lone_surrogate_survives_envelope_decoding_and_is_rejected() -> 
     decoded = _from_json(outer)
     assert isinstance(decoded, ToolCallEnvelope)
     assert decoded.arguments == '{"q":"\\ud800"}'
-    assert check_envelope(CONTEXT, decoded, POLICY, LIMITS) is ErrorCode.INVALID_ARGUMENTS
+    assert (
+        check_envelope(default_context(), decoded, default_policy(), default_limits())
+        is ErrorCode.INVALID_ARGUMENTS
+    )
 
 
 @pytest.mark.parametrize(
@@ -235,16 +252,20 @@ def test_string_flags_never_authorize(flags: dict[str, object]) -> None:
     assert "false" not in str(caught.value)  # the message names the field, never the value
     policy = _fail_closed_policy(json.loads(text))
     assert policy is None
-    assert check_envelope(CONTEXT, _envelope({}), policy, LIMITS) is ErrorCode.UNAUTHORIZED
+    assert (
+        check_envelope(default_context(), _envelope({}), policy, default_limits()) is ErrorCode.UNAUTHORIZED
+    )
 
 
 def test_boolean_flags_from_json_do_authorize() -> None:
     """CIS-CODEC-1, CIS-PRE-5: the literal JSON booleans round-trip; true/true passes, false/true does not."""
     allowed = _fail_closed_policy(json.loads('{"name":"search","authorized":true,"read_only":true}'))
     denied = _fail_closed_policy(json.loads('{"name":"search","authorized":false,"read_only":true}'))
-    assert allowed == POLICY
-    assert check_envelope(CONTEXT, _envelope({}), allowed, LIMITS) is None
-    assert check_envelope(CONTEXT, _envelope({}), denied, LIMITS) is ErrorCode.UNAUTHORIZED
+    assert allowed == default_policy()
+    assert check_envelope(default_context(), _envelope({}), allowed, default_limits()) is None
+    assert (
+        check_envelope(default_context(), _envelope({}), denied, default_limits()) is ErrorCode.UNAUTHORIZED
+    )
 
 
 @pytest.mark.parametrize(
@@ -287,7 +308,7 @@ def test_real_provider_ids_survive_the_codec_unchanged(tool_call_id: str) -> Non
     decoded = _from_json(text)
     assert isinstance(decoded, ToolCallEnvelope)
     assert decoded.tool_call_id == tool_call_id
-    assert check_envelope(CONTEXT, decoded, POLICY, LIMITS) is None
+    assert check_envelope(default_context(), decoded, default_policy(), default_limits()) is None
 
 
 def test_unterminated_string_with_escaped_quotes_is_decided_quickly() -> None:
@@ -327,14 +348,14 @@ def test_record_decoded_from_json_keeps_its_enums() -> None:
     assert decoded.evidence_status is EvidenceStatus.EVIDENCE_FOUND
     assert phase_of(decoded, T0 + 30) is Phase.READY
     late_failure = Failed(code=ErrorCode.EXECUTION_FAILED, now_ms=T0 + 30)
-    assert transition(decoded, late_failure, LIMITS) is ErrorCode.INVALID_TRANSITION
+    assert transition(decoded, late_failure, default_limits()) is ErrorCode.INVALID_TRANSITION
 
 
 def test_run_state_decoded_from_json_stays_active() -> None:
     """CIS-CODEC-1, CIS-RUN-1: an ACTIVE run read back from JSON admits calls (not RUN_INACTIVE)."""
     decoded = codec.run_state_from_obj(json.loads(codec.dumps(make_run())))
     assert decoded.status is RunStatus.ACTIVE
-    assert isinstance(admit(decoded, None, request(), LIMITS), Admission)
+    assert isinstance(admit(decoded, None, request(), default_limits()), Admission)
 
 
 @pytest.mark.parametrize("field", ["status", "evidence_status", "error_code"])

@@ -16,7 +16,6 @@ from invocation_store.kernel import (
     Admission,
     ErrorCode,
     Limits,
-    RunContext,
     ToolCallEnvelope,
     ToolPolicy,
     admit,
@@ -29,11 +28,18 @@ from invocation_store.kernel import (
     run_key,
 )
 
-from ._helpers import ARGS, RUN_ID, T0, TOOL, begun, make_run, request
-
-CONTEXT = RunContext(run_id=RUN_ID)
-POLICY = ToolPolicy(name=TOOL, authorized=True, read_only=True)
-LIMITS = Limits()
+from ._helpers import (
+    ARGS,
+    RUN_ID,
+    T0,
+    TOOL,
+    begun,
+    default_context,
+    default_limits,
+    default_policy,
+    make_run,
+    request,
+)
 
 #: Real framework ids that must be accepted unchanged (CIS-ID-1).
 PROVIDER_IDS = [
@@ -71,7 +77,12 @@ def test_real_provider_ids_are_safe(tool_call_id: str) -> None:
     """CIS-ID-1: real framework ids pass the id check and preflight unchanged."""
     assert is_safe_id(tool_call_id)
     assert check_tool_call_id(tool_call_id) is None
-    assert check_envelope(CONTEXT, envelope(tool_call_id=tool_call_id), POLICY, LIMITS) is None
+    assert (
+        check_envelope(
+            default_context(), envelope(tool_call_id=tool_call_id), default_policy(), default_limits()
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("tool_call_id", PROVIDER_IDS)
@@ -92,7 +103,7 @@ def test_missing_ids_are_rejected(value: object) -> None:
     """CIS-ID-2: absent, None, non-string, empty or blank ids are MISSING_TOOL_CALL_ID."""
     assert check_tool_call_id(value) is ErrorCode.MISSING_TOOL_CALL_ID
     assert (
-        check_envelope(CONTEXT, envelope(tool_call_id=value), POLICY, LIMITS)
+        check_envelope(default_context(), envelope(tool_call_id=value), default_policy(), default_limits())
         is ErrorCode.MISSING_TOOL_CALL_ID
     )
 
@@ -107,7 +118,8 @@ def test_unsafe_ids_are_rejected(value: str) -> None:
     assert not is_safe_id(value)
     assert check_tool_call_id(value) is ErrorCode.UNSAFE_TOOL_CALL_ID
     assert (
-        check_envelope(CONTEXT, envelope(tool_call_id=value), POLICY, LIMITS) is ErrorCode.UNSAFE_TOOL_CALL_ID
+        check_envelope(default_context(), envelope(tool_call_id=value), default_policy(), default_limits())
+        is ErrorCode.UNSAFE_TOOL_CALL_ID
     )
 
 
@@ -156,9 +168,18 @@ def test_keys_of_different_pairs_differ() -> None:
 @pytest.mark.parametrize("run_id", ["run-2", "RUN-1", "run-1 ", "", None, 1, b"run-1"])
 def test_cross_run_call_is_rejected(run_id: object) -> None:
     """CIS-PRE-3: an envelope run id other than the RunContext's is RUN_MISMATCH, before any write."""
-    assert check_envelope(CONTEXT, envelope(run_id=run_id), POLICY, LIMITS) is ErrorCode.RUN_MISMATCH
+    assert (
+        check_envelope(default_context(), envelope(run_id=run_id), default_policy(), default_limits())
+        is ErrorCode.RUN_MISMATCH
+    )
     code = preflight(
-        CONTEXT, envelope(run_id=run_id), POLICY, LIMITS, run=make_run(), existing=None, now_ms=T0
+        default_context(),
+        envelope(run_id=run_id),
+        default_policy(),
+        default_limits(),
+        run=make_run(),
+        existing=None,
+        now_ms=T0,
     )
     assert code is ErrorCode.RUN_MISMATCH
 
@@ -169,8 +190,8 @@ def test_unauthorized_or_writable_tools_are_rejected() -> None:
     denied = ToolPolicy(name=TOOL, authorized=False, read_only=True)
     writable = ToolPolicy(name=TOOL, authorized=True, read_only=False)
     env = envelope(arguments=secret_args)
-    assert check_envelope(CONTEXT, env, denied, LIMITS) is ErrorCode.UNAUTHORIZED
-    assert check_envelope(CONTEXT, env, writable, LIMITS) is ErrorCode.NOT_READ_ONLY
+    assert check_envelope(default_context(), env, denied, default_limits()) is ErrorCode.UNAUTHORIZED
+    assert check_envelope(default_context(), env, writable, default_limits()) is ErrorCode.NOT_READ_ONLY
     for code in (ErrorCode.UNAUTHORIZED, ErrorCode.NOT_READ_ONLY):
         assert "SECRET" not in ERROR_MESSAGES[code]
         assert "SECRET" not in code.value
@@ -180,45 +201,67 @@ def test_unauthorized_or_writable_tools_are_rejected() -> None:
 def test_authorization_fails_closed(flag: object) -> None:
     """CIS-PRE-5: only the literal True authorizes; strings, ints and None are UNAUTHORIZED."""
     policy = ToolPolicy(name=TOOL, authorized=flag, read_only=True)  # type: ignore[arg-type]
-    assert check_envelope(CONTEXT, envelope(), policy, LIMITS) is ErrorCode.UNAUTHORIZED
+    assert check_envelope(default_context(), envelope(), policy, default_limits()) is ErrorCode.UNAUTHORIZED
 
 
 @pytest.mark.parametrize(
-    ("policy", "tool_name"),
+    ("has_policy", "tool_name"),
     [
-        (None, TOOL),
-        (POLICY, "delete_all"),
-        (POLICY, None),
-        (POLICY, 7),
-        (POLICY, "Search"),
-        (POLICY, "search "),
+        (False, TOOL),
+        (True, "delete_all"),
+        (True, None),
+        (True, 7),
+        (True, "Search"),
+        (True, "search "),
     ],
 )
-def test_unknown_or_mismatched_tool_is_unauthorized(policy: ToolPolicy | None, tool_name: object) -> None:
+def test_unknown_or_mismatched_tool_is_unauthorized(has_policy: bool, tool_name: object) -> None:
     """CIS-PRE-5: no policy for the tool, or a tool name that is not the policy's, is UNAUTHORIZED."""
-    assert check_envelope(CONTEXT, envelope(tool_name=tool_name), policy, LIMITS) is ErrorCode.UNAUTHORIZED
+    policy = default_policy() if has_policy else None
+    assert (
+        check_envelope(default_context(), envelope(tool_name=tool_name), policy, default_limits())
+        is ErrorCode.UNAUTHORIZED
+    )
 
 
 @pytest.mark.parametrize("flag", [False, None, "true", "false", "0", 1, 0])
 def test_read_only_fails_closed(flag: object) -> None:
     """CIS-PRE-6: only the literal True declares read-only; anything else is NOT_READ_ONLY."""
     policy = ToolPolicy(name=TOOL, authorized=True, read_only=flag)  # type: ignore[arg-type]
-    assert check_envelope(CONTEXT, envelope(), policy, LIMITS) is ErrorCode.NOT_READ_ONLY
+    assert check_envelope(default_context(), envelope(), policy, default_limits()) is ErrorCode.NOT_READ_ONLY
 
 
 def test_request_limit_is_utf8_bytes() -> None:
     """CIS-SIZE-2: arguments over the request limit in UTF-8 bytes (not characters) are REQUEST_TOO_LARGE."""
     args = '{"q":"' + "\u20ac" * 10 + '"}'  # 18 characters, 38 bytes
-    assert check_envelope(CONTEXT, envelope(arguments=args), POLICY, Limits(request_bytes=38)) is None
-    too_large = check_envelope(CONTEXT, envelope(arguments=args), POLICY, Limits(request_bytes=37))
+    assert (
+        check_envelope(
+            default_context(), envelope(arguments=args), default_policy(), Limits(request_bytes=38)
+        )
+        is None
+    )
+    too_large = check_envelope(
+        default_context(), envelope(arguments=args), default_policy(), Limits(request_bytes=37)
+    )
     assert too_large is ErrorCode.REQUEST_TOO_LARGE
 
 
 def test_preflight_passes_then_admit_creates() -> None:
     """CIS-PRE-1, CIS-PRE-2: a clean envelope passes every check and the same snapshot admits it."""
     run = make_run()
-    assert preflight(CONTEXT, envelope(), POLICY, LIMITS, run=run, existing=None, now_ms=T0) is None
-    assert isinstance(admit(run, None, request(), LIMITS), Admission)
+    assert (
+        preflight(
+            default_context(),
+            envelope(),
+            default_policy(),
+            default_limits(),
+            run=run,
+            existing=None,
+            now_ms=T0,
+        )
+        is None
+    )
+    assert isinstance(admit(run, None, request(), default_limits()), Admission)
 
 
 def test_preflight_run_checks_follow_envelope_checks() -> None:
@@ -226,21 +269,42 @@ def test_preflight_run_checks_follow_envelope_checks() -> None:
     existing = begun("call_1", token="first")
     spent = make_run(tool_call_budget=0)
     assert (
-        preflight(CONTEXT, envelope(), POLICY, LIMITS, run=None, existing=None, now_ms=T0)
+        preflight(
+            default_context(),
+            envelope(),
+            default_policy(),
+            default_limits(),
+            run=None,
+            existing=None,
+            now_ms=T0,
+        )
         is ErrorCode.RUN_INACTIVE
     )
     late = preflight(
-        CONTEXT, envelope(), POLICY, LIMITS, run=make_run(deadline_ms=T0), existing=None, now_ms=T0
+        default_context(),
+        envelope(),
+        default_policy(),
+        default_limits(),
+        run=make_run(deadline_ms=T0),
+        existing=None,
+        now_ms=T0,
     )
     assert late is ErrorCode.RUN_DEADLINE_EXCEEDED
     dup = preflight(
-        CONTEXT, envelope(), POLICY, LIMITS, run=spent, existing=existing, now_ms=T0, invocation_token="x"
+        default_context(),
+        envelope(),
+        default_policy(),
+        default_limits(),
+        run=spent,
+        existing=existing,
+        now_ms=T0,
+        invocation_token="x",
     )
     assert dup is ErrorCode.DUPLICATE_TOOL_CALL
-    assert preflight(CONTEXT, envelope(), POLICY, LIMITS, run=spent, existing=None, now_ms=T0) is (
-        ErrorCode.TOOL_BUDGET_EXHAUSTED
-    )
+    assert preflight(
+        default_context(), envelope(), default_policy(), default_limits(), run=spent, existing=None, now_ms=T0
+    ) is (ErrorCode.TOOL_BUDGET_EXHAUSTED)
     poor = make_run(byte_budget=len(ARGS) - 1)
-    assert preflight(CONTEXT, envelope(), POLICY, LIMITS, run=poor, existing=None, now_ms=T0) is (
-        ErrorCode.RUN_BYTES_EXHAUSTED
-    )
+    assert preflight(
+        default_context(), envelope(), default_policy(), default_limits(), run=poor, existing=None, now_ms=T0
+    ) is (ErrorCode.RUN_BYTES_EXHAUSTED)

@@ -38,7 +38,6 @@ from invocation_store.kernel import (
     Projection,
     ProjectionReceived,
     RawReceived,
-    RunContext,
     RunState,
     SweptStale,
     ToolCallEnvelope,
@@ -65,6 +64,8 @@ from ._helpers import (
     TOOL,
     TTL_MS,
     begun,
+    default_context,
+    default_policy,
     errored,
     make_run,
     ready,
@@ -73,8 +74,6 @@ from ._helpers import (
     with_raw,
 )
 
-CONTEXT = RunContext(run_id=RUN_ID)
-POLICY = ToolPolicy(name=TOOL, authorized=True, read_only=True)
 SAFE = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 ENVELOPE_CHECKS = PREFLIGHT_ORDER[: PREFLIGHT_ORDER.index(ErrorCode.NOT_READ_ONLY) + 1]
 
@@ -146,7 +145,9 @@ def _oracle_envelope(
     failing = {
         ErrorCode.MISSING_TOOL_CALL_ID: not isinstance(tool_call_id, str) or not tool_call_id.strip(),
         ErrorCode.UNSAFE_TOOL_CALL_ID: not (isinstance(tool_call_id, str) and SAFE.fullmatch(tool_call_id)),
-        ErrorCode.RUN_MISMATCH: not (isinstance(envelope.run_id, str) and envelope.run_id == CONTEXT.run_id),
+        ErrorCode.RUN_MISMATCH: not (
+            isinstance(envelope.run_id, str) and envelope.run_id == default_context().run_id
+        ),
         ErrorCode.INVALID_ARGUMENTS: check_arguments(envelope.arguments, limits.max_json_depth) is not None,
         ErrorCode.REQUEST_TOO_LARGE: isinstance(envelope.arguments, str)
         and len(envelope.arguments.encode("utf-8", "surrogatepass")) > limits.request_bytes,
@@ -186,10 +187,10 @@ def test_preflight_is_total_and_first_failure_wins(
 ) -> None:
     """CIS-PRE-2: any envelope gets None or a preflight code, never an exception; first failing check wins."""
     limits = Limits(request_bytes=request_bytes)
-    code = check_envelope(CONTEXT, envelope, policy, limits)
+    code = check_envelope(default_context(), envelope, policy, limits)
     assert code is None or code in ENVELOPE_CHECKS
     assert code is _oracle_envelope(envelope, policy, limits)
-    full = preflight(CONTEXT, envelope, policy, limits, run=make_run(), existing=None, now_ms=T0)
+    full = preflight(default_context(), envelope, policy, limits, run=make_run(), existing=None, now_ms=T0)
     assert full is code  # a fresh, generous run adds no failure
     if code is None:
         assert isinstance(envelope.tool_call_id, str)
@@ -248,7 +249,7 @@ def test_earliest_of_any_failing_subset_wins(faults: frozenset[ErrorCode], data:
         and ErrorCode.NOT_READ_ONLY not in faults
         and data.draw(st.booleans())
     ):
-        policy = None if data.draw(st.booleans()) else attrs.evolve(POLICY, name="other_tool")
+        policy = None if data.draw(st.booleans()) else attrs.evolve(default_policy(), name="other_tool")
 
     now_ms = T0 + 1_000
     size = len(arguments.encode("utf-8"))
@@ -282,7 +283,7 @@ def test_earliest_of_any_failing_subset_wins(faults: frozenset[ErrorCode], data:
         arguments=arguments,
     )
     result = preflight(
-        CONTEXT,
+        default_context(),
         envelope,
         policy,
         limits,
@@ -341,7 +342,7 @@ def test_request_limit_at_the_edges(char: str, limit: int, delta: int) -> None:
     assert len(arguments.encode()) == limit + delta
     limits = Limits(request_bytes=limit)
     envelope = ToolCallEnvelope(run_id=RUN_ID, tool_call_id="call_1", tool_name=TOOL, arguments=arguments)
-    code = check_envelope(CONTEXT, envelope, POLICY, limits)
+    code = check_envelope(default_context(), envelope, default_policy(), limits)
     if delta <= 0:
         assert code is None
         admission = admit(make_run(), None, request(request_json=arguments), limits)
@@ -467,7 +468,6 @@ def _event_sequence(draw: st.DrawFn, start_ms: int) -> list[Event]:
     return events
 
 
-_SEQUENCE_LIMITS = Limits(raw_bytes=200, agent_result_bytes=200)
 _STARTS: dict[str, Callable[[], CanonicalRecord | None]] = {
     "absent": lambda: None,
     "projecting": begun,
@@ -485,7 +485,7 @@ def test_terminal_records_stay_terminal(start: str, data: st.DataObject) -> None
     record = _STARTS[start]()
     events = data.draw(_event_sequence(T0 + 30))
     for event in events:
-        result = transition(record, event, _SEQUENCE_LIMITS)
+        result = transition(record, event, Limits(raw_bytes=200, agent_result_bytes=200))
         live = phase_of(record, event.now_ms) is not Phase.ABSENT
         if record is not None and record.terminal and live:
             assert result is ErrorCode.INVALID_TRANSITION
@@ -502,7 +502,7 @@ def test_expiry_never_moves_later(start: str, data: st.DataObject) -> None:
     """CIS-TTL-2, CIS-TTL-1, CIS-LIFE-6: no event moves a live record's expiry; only a new Begin sets one."""
     record = _STARTS[start]()
     for event in data.draw(_event_sequence(T0 + 30)):
-        result = transition(record, event, _SEQUENCE_LIMITS)
+        result = transition(record, event, Limits(raw_bytes=200, agent_result_bytes=200))
         if not isinstance(result, CanonicalRecord):
             continue
         if record is not None and phase_of(record, event.now_ms) is not Phase.ABSENT:

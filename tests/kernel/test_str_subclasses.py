@@ -19,7 +19,7 @@ from invocation_store.kernel import (
     utf8_len,
 )
 
-from ._helpers import LIMITS, T0, begun, projection, with_raw
+from ._helpers import T0, begun, default_limits, projection, with_raw
 
 
 class _Liar(str):
@@ -64,7 +64,7 @@ def test_preflight_and_projection_demand_exact_str() -> None:
     context = RunContext(run_id="run-1")
     policy = ToolPolicy(name="search", authorized=True, read_only=True)
     good = ToolCallEnvelope(run_id="run-1", tool_call_id="call_1", tool_name="search", arguments='{"q":1}')
-    assert check_envelope(context, good, policy, LIMITS) is None
+    assert check_envelope(context, good, policy, default_limits()) is None
     cases = {
         "run_id": ErrorCode.RUN_MISMATCH,
         "arguments": ErrorCode.INVALID_ARGUMENTS,
@@ -72,9 +72,9 @@ def test_preflight_and_projection_demand_exact_str() -> None:
     }
     for name, code in cases.items():
         forged = attrs.evolve(good, **{name: _Liar(getattr(good, name))})
-        assert check_envelope(context, forged, policy, LIMITS) is code, name
+        assert check_envelope(context, forged, policy, default_limits()) is code, name
     held = with_raw(begun())
     lying = projection(content=_Liar("x" * 100_000))
-    result = transition(held, ProjectionReceived(projection=lying, now_ms=T0 + 20), LIMITS)
+    result = transition(held, ProjectionReceived(projection=lying, now_ms=T0 + 20), default_limits())
     assert not isinstance(result, ErrorCode)
     assert result.error_code is ErrorCode.PROJECTION_INVALID

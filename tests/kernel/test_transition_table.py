@@ -353,57 +353,69 @@ def _begin(**changes: Any) -> Begin:
     return attrs.evolve(event, **changes)
 
 
-_SMALL = Limits(raw_bytes=8, agent_result_bytes=4, record_bytes=60)
-_REACHABLE: list[tuple[Phase, Event, Limits, ErrorCode]] = [
-    (Phase.ABSENT, _begin(tool_call_id=""), Limits(), ErrorCode.MISSING_TOOL_CALL_ID),
-    (Phase.ABSENT, _begin(tool_call_id=" call_1"), Limits(), ErrorCode.UNSAFE_TOOL_CALL_ID),
-    (Phase.ABSENT, _begin(run_id="run 1"), Limits(), ErrorCode.RUN_MISMATCH),
-    (Phase.ABSENT, _begin(request_json='{"q":"' + "x" * 80 + '"}'), _SMALL, ErrorCode.REQUEST_TOO_LARGE),
-    (
-        Phase.AWAITING_RAW,
-        RawReceived(raw_response="x" * 9, now_ms=T0 + 30),
-        _SMALL,
-        ErrorCode.RESULT_TOO_LARGE,
-    ),
-    (
-        Phase.AWAITING_RAW,
-        RawReceived(raw_response="\ud800", now_ms=T0 + 30),
-        Limits(),
-        ErrorCode.SERIALIZATION_FAILED,
-    ),
-    (Phase.AWAITING_RAW, SweptStale(now_ms=T0 + 30, older_than_ms=31), Limits(), ErrorCode.NOT_STALE),
-    (Phase.AWAITING_RAW, SweptStale(now_ms=T0 + 30, older_than_ms=30), Limits(), ErrorCode.STALE_PROJECTION),
-    (Phase.AWAITING_PROJECTION, SweptStale(now_ms=T0 + 30, older_than_ms=31), Limits(), ErrorCode.NOT_STALE),
-    (
-        Phase.AWAITING_PROJECTION,
-        SweptStale(now_ms=T0 + 30, older_than_ms=0),
-        Limits(),
-        ErrorCode.STALE_PROJECTION,
-    ),
-    (
-        Phase.AWAITING_PROJECTION,
-        ProjectionReceived(projection=projection(content="12345"), now_ms=T0 + 30),
-        Limits(agent_result_bytes=4),
-        ErrorCode.RESULT_TOO_LARGE,
-    ),
-    (
-        Phase.AWAITING_PROJECTION,
-        ProjectionReceived(projection=projection(evidence="FOUND"), now_ms=T0 + 30),
-        Limits(),
-        ErrorCode.PROJECTION_INVALID,
-    ),
-    *[
-        (phase, Failed(code=code, now_ms=T0 + 30), Limits(), code)
-        for phase in (Phase.AWAITING_RAW, Phase.AWAITING_PROJECTION)
-        for code in sorted(FAILURE_CODES)
-    ],
-]
+def _reachable() -> list[tuple[Phase, Event, Limits, ErrorCode]]:
+    """(phase, event, limits, code) for each code a row documents; built when the test runs."""
+    small = Limits(raw_bytes=8, agent_result_bytes=4, record_bytes=60)
+    return [
+        (Phase.ABSENT, _begin(tool_call_id=""), Limits(), ErrorCode.MISSING_TOOL_CALL_ID),
+        (Phase.ABSENT, _begin(tool_call_id=" call_1"), Limits(), ErrorCode.UNSAFE_TOOL_CALL_ID),
+        (Phase.ABSENT, _begin(run_id="run 1"), Limits(), ErrorCode.RUN_MISMATCH),
+        (Phase.ABSENT, _begin(request_json='{"q":"' + "x" * 80 + '"}'), small, ErrorCode.REQUEST_TOO_LARGE),
+        (
+            Phase.AWAITING_RAW,
+            RawReceived(raw_response="x" * 9, now_ms=T0 + 30),
+            small,
+            ErrorCode.RESULT_TOO_LARGE,
+        ),
+        (
+            Phase.AWAITING_RAW,
+            RawReceived(raw_response="\ud800", now_ms=T0 + 30),
+            Limits(),
+            ErrorCode.SERIALIZATION_FAILED,
+        ),
+        (Phase.AWAITING_RAW, SweptStale(now_ms=T0 + 30, older_than_ms=31), Limits(), ErrorCode.NOT_STALE),
+        (
+            Phase.AWAITING_RAW,
+            SweptStale(now_ms=T0 + 30, older_than_ms=30),
+            Limits(),
+            ErrorCode.STALE_PROJECTION,
+        ),
+        (
+            Phase.AWAITING_PROJECTION,
+            SweptStale(now_ms=T0 + 30, older_than_ms=31),
+            Limits(),
+            ErrorCode.NOT_STALE,
+        ),
+        (
+            Phase.AWAITING_PROJECTION,
+            SweptStale(now_ms=T0 + 30, older_than_ms=0),
+            Limits(),
+            ErrorCode.STALE_PROJECTION,
+        ),
+        (
+            Phase.AWAITING_PROJECTION,
+            ProjectionReceived(projection=projection(content="12345"), now_ms=T0 + 30),
+            Limits(agent_result_bytes=4),
+            ErrorCode.RESULT_TOO_LARGE,
+        ),
+        (
+            Phase.AWAITING_PROJECTION,
+            ProjectionReceived(projection=projection(evidence="FOUND"), now_ms=T0 + 30),
+            Limits(),
+            ErrorCode.PROJECTION_INVALID,
+        ),
+        *[
+            (phase, Failed(code=code, now_ms=T0 + 30), Limits(), code)
+            for phase in (Phase.AWAITING_RAW, Phase.AWAITING_PROJECTION)
+            for code in sorted(FAILURE_CODES)
+        ],
+    ]
 
 
 def test_every_documented_code_is_reachable() -> None:
     """CIS-SPEC-2: each code a row documents (returned or carried by ERROR) really occurs."""
     reached: set[tuple[str, str, str]] = set()
-    for phase, event, limits, code in _REACHABLE:
+    for phase, event, limits, code in _reachable():
         record = in_phase(phase)
         snapshot = copy.deepcopy(record)
         result = transition(record, event, limits)

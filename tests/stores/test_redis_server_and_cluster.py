@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from attrs import evolve
 from redis.cluster import RedisCluster
 
 from invocation_store.adapters import RedisStore
-from invocation_store.kernel import ErrorCode, RunState, call_key, done_key, run_key
+from invocation_store.kernel import ErrorCode, RunState, RunStatus, call_key, done_key, run_key
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import (
     HOW_TO_GET_REDIS,
@@ -104,7 +105,10 @@ def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str]) 
             assert store.calls(run) == ("call_1", "call_2")
             assert store.completed(run) == ("call_1",)
             assert store.ttl_remaining_ms(run, "call_1") is not None
-            assert store.cancel_run(run) is not None
+            live = store.get_run(run)
+            assert live is not None
+            assert live.tool_calls_used == 2
+            assert store.cancel_run(run) == evolve(live, status=RunStatus.CANCELLED)
         client.script_flush()  # NOSCRIPT on every primary: the scripts reload themselves
         assert isinstance(open_default_run(store, clock(), run_id="after-flush"), RunState)
         assert len(ports) > 1  # the runs really were spread over several masters

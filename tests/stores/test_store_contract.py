@@ -1,18 +1,19 @@
-"""One contract, every store: the parametrized suite over ``make_store`` (memory, redis).
+"""One contract, every store: the suite over ``make_driver`` (every flavour in ``conftest.FLAVOURS``).
 
-Every assertion compares a store's answer with what the kernel decides for the same
-state, so the memory and Redis stores are held to one behaviour (CIS-STORE-8).
+Each test is written once against :class:`~tests.stores._support.StoreDriver` and runs on
+the memory, async memory, Redis, async Redis and Redis Cluster stores. Every assertion
+compares a store's answer with what the kernel decides for the same state, so all
+flavours are held to one behaviour (CIS-STORE-8) and a sync/async difference shows.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import pytest
 from attrs import evolve
 
-from invocation_store.adapters import InvocationStore
+from invocation_store.adapters import StoreUnavailableError
 from invocation_store.kernel import (
     Admission,
     CanonicalRecord,
@@ -20,11 +21,15 @@ from invocation_store.kernel import (
     EvidenceStatus,
     InvocationStatus,
     Limits,
+    Projection,
+    ProjectionReceived,
     RawReceived,
     RunState,
     RunStatus,
     admit,
+    call_key,
     record_bytes,
+    run_key,
     transition,
     utf8_len,
 )
@@ -39,18 +44,17 @@ from ._support import (
     open_default_run,
     ready,
     request,
+    with_planted_script,
     with_raw,
 )
-
-MakeStore = Callable[[FakeClock], InvocationStore]
-
+from .conftest import MakeDriver
 
 # -- runs ------------------------------------------------------------------------------
 
 
-def test_open_run_builds_the_kernel_run(make_store: MakeStore, clock: FakeClock) -> None:
+def test_open_run_builds_the_kernel_run(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-RUN-1: a run is opened with deadline, budgets and TTL; it lapses at deadline + ttl."""
-    store = make_store(clock)
+    store = make_driver(clock)
     run = open_default_run(store, clock(), tool_call_budget=3, byte_budget=500)
     assert run == RunState(
         run_id=RUN,
@@ -65,9 +69,9 @@ def test_open_run_builds_the_kernel_run(make_store: MakeStore, clock: FakeClock)
     assert store.get_run(RUN) == run
 
 
-def test_reopening_a_live_run(make_store: MakeStore, clock: FakeClock) -> None:
+def test_reopening_a_live_run(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-RETRY-3: an identical reopen returns the live run unchanged; other parameters are refused."""
-    store = make_store(clock)
+    store = make_driver(clock)
     run = open_default_run(store, clock(), tool_call_budget=2)
     admitted(store, request(clock()))
     used = store.get_run(RUN)
@@ -84,9 +88,9 @@ def test_reopening_a_live_run(make_store: MakeStore, clock: FakeClock) -> None:
     assert store.get_run(RUN) == used
 
 
-def test_open_run_rejects_unsafe_ids_and_bad_numbers(make_store: MakeStore, clock: FakeClock) -> None:
+def test_open_run_rejects_unsafe_ids_and_bad_numbers(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-RUN-1, CIS-ID-1: an unsafe run id is RUN_MISMATCH; negative budgets raise ValueError."""
-    store = make_store(clock)
+    store = make_driver(clock)
     for bad in ("", "run 1", "run{1}", "r" * 129, "rün"):
         assert (
             store.open_run(bad, deadline_ms=clock() + 1, ttl_ms=1, tool_call_budget=1, byte_budget=1)
@@ -99,9 +103,9 @@ def test_open_run_rejects_unsafe_ids_and_bad_numbers(make_store: MakeStore, cloc
     assert store.get_run(RUN) is None
 
 
-def test_cancel_and_close(make_store: MakeStore, clock: FakeClock) -> None:
+def test_cancel_and_close(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-RUN-2, CIS-RETRY-3: ACTIVE -> CANCELLED / CLOSED; a retry repeats; the rest fail."""
-    store = make_store(clock)
+    store = make_driver(clock)
     run = open_default_run(store, clock())
     assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
     assert store.get_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
@@ -114,9 +118,9 @@ def test_cancel_and_close(make_store: MakeStore, clock: FakeClock) -> None:
     assert store.close_run("not safe") is ErrorCode.RUN_INACTIVE
 
 
-def test_a_lapsed_run_is_gone_and_can_be_opened_afresh(make_store: MakeStore, clock: FakeClock) -> None:
+def test_a_lapsed_run_is_gone_and_can_be_opened_afresh(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-RUN-3, CIS-TTL-4: at deadline + ttl the run reads as absent, its lists empty, and reopens fresh."""
-    store = make_store(clock)
+    store = make_driver(clock)
     run = open_default_run(store, clock())
     record = admitted(store, request(clock()))
     assert store.complete(record, ready(record, clock())) == ready(record, clock())
@@ -135,9 +139,9 @@ def test_a_lapsed_run_is_gone_and_can_be_opened_afresh(make_store: MakeStore, cl
 # -- create ----------------------------------------------------------------------------
 
 
-def test_create_is_the_kernel_admission(make_store: MakeStore, clock: FakeClock) -> None:
+def test_create_is_the_kernel_admission(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-REC-4, CIS-STORE-2, CIS-STORE-8: create returns exactly kernel admit() and stores its record."""
-    store = make_store(clock)
+    store = make_driver(clock)
     run = open_default_run(store, clock())
     req = request(clock(), "call_abc", arguments='{"city": "Paris", "unit": "C"}')
     expected = admit(run, None, req, LIMITS)
@@ -171,9 +175,9 @@ def test_create_is_the_kernel_admission(make_store: MakeStore, clock: FakeClock)
         "x" * 128,
     ],
 )
-def test_framework_ids_are_kept_exactly(make_store: MakeStore, clock: FakeClock, tool_call_id: str) -> None:
+def test_framework_ids_are_kept_exactly(make_driver: MakeDriver, clock: FakeClock, tool_call_id: str) -> None:
     """CIS-ID-4, CIS-ID-1, CIS-KEY-3: real framework ids are stored, listed and read back byte for byte."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock(), tool_call_id))
     assert record.tool_call_id == tool_call_id
@@ -184,9 +188,9 @@ def test_framework_ids_are_kept_exactly(make_store: MakeStore, clock: FakeClock,
     assert store.completed(RUN) == (tool_call_id,)
 
 
-def test_retried_create_is_recognised_as_itself(make_store: MakeStore, clock: FakeClock) -> None:
+def test_retried_create_is_recognised_as_itself(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-RETRY-2: the same token replays (nothing written); another token is DUPLICATE_TOOL_CALL."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     req = request(clock())
     first = store.create(req, LIMITS)
@@ -205,9 +209,9 @@ def test_retried_create_is_recognised_as_itself(make_store: MakeStore, clock: Fa
     assert store.get(RUN, "call_1") == first.record
 
 
-def test_duplicates_never_overwrite_nor_spend(make_store: MakeStore, clock: FakeClock) -> None:
+def test_duplicates_never_overwrite_nor_spend(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-ID-5, CIS-PRE-8: a duplicate leaves the first record and the run's budgets exactly as they were."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock(), tool_call_budget=1, byte_budget=100)
     record = admitted(store, request(clock(), arguments='{"a": 1}'))
     done = ready(record, clock() + 1)
@@ -223,9 +227,9 @@ def test_duplicates_never_overwrite_nor_spend(make_store: MakeStore, clock: Fake
     assert store.calls(RUN) == ("call_1",)
 
 
-def test_admission_checks_come_in_the_kernel_order(make_store: MakeStore, clock: FakeClock) -> None:
+def test_admission_checks_come_in_the_kernel_order(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-PRE-8, CIS-PRE-2, CIS-RUN-3, CIS-RUN-4, CIS-RUN-5, CIS-RUN-6: the kernel's check order."""
-    store = make_store(clock)
+    store = make_driver(clock)
     now = clock()
     assert store.create(request(now, run_id="nope"), LIMITS) is ErrorCode.RUN_INACTIVE
     assert store.create(request(now, run_id="not safe"), LIMITS) is ErrorCode.RUN_INACTIVE
@@ -243,18 +247,18 @@ def test_admission_checks_come_in_the_kernel_order(make_store: MakeStore, clock:
     clock.now = now + 1_000
     assert store.create(request(clock(), "a"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
     assert store.create(request(clock(), "c"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
-    open_default_run(store, now, run_id="run-2")
-    assert store.cancel_run("run-2") is not None
+    second = open_default_run(store, now, run_id="run-2")
+    assert store.cancel_run("run-2") == evolve(second, status=RunStatus.CANCELLED)
     assert store.create(request(now, run_id="run-2"), LIMITS) is ErrorCode.RUN_INACTIVE
-    open_default_run(store, now, run_id="run-3")
-    store.close_run("run-3")
+    third = open_default_run(store, now, run_id="run-3")
+    assert store.close_run("run-3") == evolve(third, status=RunStatus.CLOSED)
     assert store.create(request(now, run_id="run-3"), LIMITS) is ErrorCode.RUN_INACTIVE
     assert store.calls(RUN) == ("a", "b")
 
 
-def test_begin_codes_come_last(make_store: MakeStore, clock: FakeClock) -> None:
+def test_begin_codes_come_last(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-ID-2, CIS-ID-3, CIS-ID-6, CIS-SIZE-5: bad ids, oversized records: nothing, after run checks."""
-    store = make_store(clock)
+    store = make_driver(clock)
     now = clock()
     assert store.create(request(now, "bad id"), LIMITS) is ErrorCode.RUN_INACTIVE  # the run comes first
     open_default_run(store, now, tool_call_budget=5)
@@ -272,9 +276,9 @@ def test_begin_codes_come_last(make_store: MakeStore, clock: FakeClock) -> None:
     assert (run.tool_calls_used, run.bytes_used) == (0, 0)
 
 
-def test_sequence_counts_admissions(make_store: MakeStore, clock: FakeClock) -> None:
+def test_sequence_counts_admissions(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-REC-1, CIS-RUN-6: each record's sequence is its admission position; bytes are counted in UTF-8."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     texts = ['{"a": 1}', '{"b": "é"}', '{"c": "日本"}']
     for index, text in enumerate(texts, start=1):
@@ -289,9 +293,9 @@ def test_sequence_counts_admissions(make_store: MakeStore, clock: FakeClock) -> 
 # -- complete --------------------------------------------------------------------------
 
 
-def test_complete_writes_replays_and_refuses(make_store: MakeStore, clock: FakeClock) -> None:
+def test_complete_writes_replays_and_refuses(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-STORE-3, CIS-RETRY-2, CIS-LIFE-3, CIS-REC-5: CAS writes once, replays, refuses a change."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock()))
     clock.advance(10)
@@ -310,9 +314,9 @@ def test_complete_writes_replays_and_refuses(make_store: MakeStore, clock: FakeC
     assert store.completed(RUN) == ("call_1",)
 
 
-def test_complete_of_another_invocation_or_absent_record(make_store: MakeStore, clock: FakeClock) -> None:
+def test_complete_of_another_invocation_or_absent_record(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-STORE-3, CIS-LIFE-2: a stale token or a missing record is INVALID_TRANSITION and writes nothing."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock()))
     impostor = evolve(record, invocation_token="not-the-token")
@@ -326,9 +330,9 @@ def test_complete_of_another_invocation_or_absent_record(make_store: MakeStore, 
     assert store.completed(RUN) == ()
 
 
-def test_complete_rejects_identity_changes(make_store: MakeStore, clock: FakeClock) -> None:
+def test_complete_rejects_identity_changes(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-LIFE-6, CIS-KERN-2: an ``after`` that changes identity or expiry is a programming error."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock()))
     for change in ({"expires_at_ms": record.expires_at_ms + 1}, {"request_json": "{}"}, {"sequence": 9}):
@@ -337,9 +341,9 @@ def test_complete_rejects_identity_changes(make_store: MakeStore, clock: FakeClo
     assert store.get(RUN, "call_1") == record
 
 
-def test_two_step_completion_and_error_paths(make_store: MakeStore, clock: FakeClock) -> None:
+def test_two_step_completion_and_error_paths(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-LIFE-1, CIS-FAIL-6, CIS-SIZE-3, CIS-EVID-3: raw, then READY; ERROR keeps or drops raw."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock(), "two-step"))
     raw = with_raw(record, clock() + 1)
@@ -370,9 +374,9 @@ def test_two_step_completion_and_error_paths(make_store: MakeStore, clock: FakeC
     assert store.completed(RUN) == ("two-step", "proj-fail", "too-big")
 
 
-def test_a_stale_before_still_lands_on_after(make_store: MakeStore, clock: FakeClock) -> None:
+def test_a_stale_before_still_lands_on_after(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-STORE-3, CIS-STORE-8: the kernel's WRITE decision makes the stored record exactly ``after``."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock()))
     first_raw = with_raw(record, clock() + 1, raw="first raw response")
@@ -384,9 +388,9 @@ def test_a_stale_before_still_lands_on_after(make_store: MakeStore, clock: FakeC
     assert store.get(RUN, "call_1") == final
 
 
-def test_completion_charges_stored_bytes(make_store: MakeStore, clock: FakeClock) -> None:
+def test_completion_charges_stored_bytes(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-RUN-6: a completion charges the bytes it stored to the run's byte budget."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock(), byte_budget=200)
     record = admitted(store, request(clock(), arguments='{"q": 1}'))
     before = store.get_run(RUN)
@@ -404,9 +408,9 @@ def test_completion_charges_stored_bytes(make_store: MakeStore, clock: FakeClock
 # -- reads, TTL and expiry -------------------------------------------------------------
 
 
-def test_get_many_in_one_call(make_store: MakeStore, clock: FakeClock) -> None:
+def test_get_many_in_one_call(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-PROG-5, CIS-REF-3: batched reads answer every id; missing, unsafe and other-run ids are None."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     open_default_run(store, clock(), run_id="run-2")
     first = admitted(store, request(clock(), "a"))
@@ -422,9 +426,9 @@ def test_get_many_in_one_call(make_store: MakeStore, clock: FakeClock) -> None:
     assert dict(store.get_many("not safe", ["a"])) == {"a": None}
 
 
-def test_ttl_is_set_once_and_never_extended(make_store: MakeStore, clock: FakeClock) -> None:
+def test_ttl_is_set_once_and_never_extended(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-TTL-1, CIS-TTL-2, CIS-TTL-5: remaining TTL is positive after each step and never grows."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock()))
     assert record.expires_at_ms == clock() + TTL_MS
@@ -451,9 +455,9 @@ def test_ttl_is_set_once_and_never_extended(make_store: MakeStore, clock: FakeCl
     assert stored.expires_at_ms == record.expires_at_ms
 
 
-def test_an_expired_record_is_absent_and_never_recreated(make_store: MakeStore, clock: FakeClock) -> None:
+def test_an_expired_record_is_absent_and_never_recreated(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-TTL-4, CIS-STORE-4: past expiry (injected clock) a record is absent; a late CAS writes nothing."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     record = admitted(store, request(clock()))
     other = admitted(store, request(clock(), "other"))
@@ -469,9 +473,9 @@ def test_an_expired_record_is_absent_and_never_recreated(make_store: MakeStore, 
     assert store.completed(RUN) == ()
 
 
-def test_an_expired_key_can_be_admitted_again(make_store: MakeStore, clock: FakeClock) -> None:
+def test_an_expired_key_can_be_admitted_again(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-TTL-4, CIS-TTL-1: once expired, the key is absent: a new invocation gets a fresh record and TTL."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock(), ttl_ms=1_000)
     record = admitted(store, request(clock()))
     late = ready(record, record.expires_at_ms - 1)
@@ -484,9 +488,9 @@ def test_an_expired_key_can_be_admitted_again(make_store: MakeStore, clock: Fake
     assert store.calls(RUN) == ("call_1", "call_1")
 
 
-def test_unsafe_ids_read_as_absent(make_store: MakeStore, clock: FakeClock) -> None:
+def test_unsafe_ids_read_as_absent(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-ID-3, CIS-STORE-1: reads answer any id without raising; unsafe ids have no record."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock())
     for bad in ("", "a b", "a*", "x" * 129, "{run}"):
         assert store.get(RUN, bad) is None
@@ -500,28 +504,12 @@ def test_unsafe_ids_read_as_absent(make_store: MakeStore, clock: FakeClock) -> N
 # -- concurrency -----------------------------------------------------------------------
 
 
-def _race(workers: int, job: Callable[[int], object]) -> list[object]:
-    barrier = threading.Barrier(workers)
-    results: list[object] = [None] * workers
-
-    def run(index: int) -> None:
-        barrier.wait()
-        results[index] = job(index)
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return results
-
-
-def test_eight_threads_race_for_one_key(make_store: MakeStore, clock: FakeClock) -> None:
-    """CIS-ID-5, CIS-STORE-2, CIS-STORE-4: 8 threads create one key: one wins, 7 get DUPLICATE_TOOL_CALL."""
-    store = make_store(clock)
+def test_eight_concurrent_creates_race_for_one_key(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-ID-5, CIS-STORE-2, CIS-STORE-4: 8 threads (or tasks) create one key: one wins, 7 are duplicates."""
+    store = make_driver(clock)
     open_default_run(store, clock())
     requests = [request(clock(), "contended", arguments=f'{{"worker": {index}}}') for index in range(8)]
-    results = _race(8, lambda index: store.create(requests[index], LIMITS))
+    results = store.concurrently([lambda s, req=req: s.create(req, LIMITS) for req in requests])
     winners = [result for result in results if isinstance(result, Admission)]
     assert len(winners) == 1
     assert results.count(ErrorCode.DUPLICATE_TOOL_CALL) == 7
@@ -531,11 +519,12 @@ def test_eight_threads_race_for_one_key(make_store: MakeStore, clock: FakeClock)
     assert run.tool_calls_used == 1
 
 
-def test_budget_race_creates_exactly_k(make_store: MakeStore, clock: FakeClock) -> None:
-    """CIS-RUN-5: 8 threads on a run with budget 3 create exactly 3; the rest: TOOL_BUDGET_EXHAUSTED."""
-    store = make_store(clock)
+def test_budget_race_creates_exactly_k(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-5: 8 threads (or tasks) on a run with budget 3 create exactly 3; 5 TOOL_BUDGET_EXHAUSTED."""
+    store = make_driver(clock)
     open_default_run(store, clock(), tool_call_budget=3)
-    results = _race(8, lambda index: store.create(request(clock(), f"call_{index}"), LIMITS))
+    requests = [request(clock(), f"call_{index}") for index in range(8)]
+    results = store.concurrently([lambda s, req=req: s.create(req, LIMITS) for req in requests])
     winners = [result for result in results if isinstance(result, Admission)]
     assert len(winners) == 3
     assert results.count(ErrorCode.TOOL_BUDGET_EXHAUSTED) == 5
@@ -543,9 +532,9 @@ def test_budget_race_creates_exactly_k(make_store: MakeStore, clock: FakeClock) 
     assert sorted(store.calls(RUN)) == sorted(winner.record.tool_call_id for winner in winners)
 
 
-def test_large_raw_responses_are_kept_whole(make_store: MakeStore, clock: FakeClock) -> None:
+def test_large_raw_responses_are_kept_whole(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-REC-3, CIS-SIZE-1, CIS-RETRY-2: a 300 KiB raw response is kept whole, replayed, not overwritten."""
-    store = make_store(clock)
+    store = make_driver(clock)
     open_default_run(store, clock(), byte_budget=10_000_000)
     record = admitted(store, request(clock(), "big"))
     raw = "é" + "r" * (300 * 1024) + "日"
@@ -566,3 +555,262 @@ def test_large_raw_responses_are_kept_whole(make_store: MakeStore, clock: FakeCl
     final = ready(other_raw, clock() + 3)
     assert store.complete(other_raw, final) == final
     assert store.get(RUN, "big-2") == final
+
+
+# -- integrity (stores with a server) --------------------------------------------------
+
+
+def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-STORE-6: a stored record of another run or call, or a corrupt one, is STORE_UNAVAILABLE.
+
+    Sync, async and cluster Redis stores alike check, after every read, that what came
+    back is the record asked for: a reply left behind on a connection never serves
+    another run's data.
+    """
+    store = make_redis_driver(clock)
+    client = store.redis_client
+    assert client is not None
+    open_default_run(store, clock())
+    record = admitted(store, request(clock()))
+    key = call_key(store.prefix, RUN, "call_1")
+    good = dict(client.hgetall(key))
+    reads: list[Callable[[], object]] = [
+        lambda: store.get(RUN, "call_1"),
+        lambda: store.get_many(RUN, ["call_1"]),
+        lambda: store.get_many(RUN, ["call_1"], include_raw=False),
+    ]
+    for field, value in (
+        (b"run_id", b"run-2"),
+        (b"tool_call_id", b"call_2"),
+        (b"sequence", b"one"),
+        (b"status", b"DONE"),
+        (b"unexpected", b"x"),
+    ):
+        client.delete(key)
+        client.hset(key, mapping={**good, field: value})
+        client.pexpire(key, 10_000)
+        for read in reads:
+            with pytest.raises(StoreUnavailableError) as caught:
+                read()
+            assert caught.value.code is ErrorCode.STORE_UNAVAILABLE, (field, store.flavour)
+            assert caught.value.__cause__ is None
+    client.delete(key)
+    client.hset(key, mapping={**good, b"run_id": b"run-2"})
+    client.pexpire(key, 10_000)
+    with pytest.raises(StoreUnavailableError):
+        store.ttl_remaining_ms(RUN, "call_1")
+    client.hset(run_key(store.prefix, RUN), "run_id", "run-2")
+    for run_read in (lambda: store.get_run(RUN), lambda: store.calls(RUN)):
+        with pytest.raises(StoreUnavailableError):
+            run_read()
+    assert record.run_id == RUN
+
+
+# -- limits and budgets on both sides of each edge ---------------------------------------
+
+
+def test_tool_call_budget_edges(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-5, CIS-STORE-8: with budget k, calls k-1 and k are admitted, call k+1 is refused."""
+    store = make_driver(clock)
+    budget = 3
+    run = open_default_run(store, clock(), tool_call_budget=budget)
+    for index in range(1, budget + 1):
+        req = request(clock(), f"call_{index}")
+        expected = admit(run, None, req, LIMITS)
+        assert isinstance(expected, Admission)
+        assert store.create(req, LIMITS) == expected
+        run = expected.run
+        assert (run.tool_calls_used, expected.record.sequence) == (index, index)
+    refused = request(clock(), "call_over")
+    assert admit(run, None, refused, LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    assert store.create(refused, LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    assert store.get_run(RUN) == run
+    assert store.get(RUN, "call_over") is None
+
+
+@pytest.mark.parametrize(("spare", "admitted_too"), [(-1, False), (0, True), (1, True)])
+def test_run_byte_budget_edges(
+    make_driver: MakeDriver, clock: FakeClock, spare: int, admitted_too: bool
+) -> None:
+    """CIS-RUN-6, CIS-PRE-8: a request needing budget - 1, exactly the budget or budget + 1 bytes.
+
+    ``used + size == budget`` is admitted and spends the budget exactly; one byte more
+    is RUN_BYTES_EXHAUSTED and spends nothing (CIS-STORE-8: the answer is kernel admit's).
+    """
+    store = make_driver(clock)
+    arguments = '{"n": "é"}'  # 11 UTF-8 bytes, 10 characters
+    first = '{"a": 1}'
+    need = utf8_len(first) + utf8_len(arguments)
+    run = open_default_run(store, clock(), byte_budget=need + spare)
+    spent = store.create(request(clock(), "first", arguments=first), LIMITS)
+    assert isinstance(spent, Admission)
+    req = request(clock(), "edge", arguments=arguments)
+    expected = admit(spent.run, None, req, LIMITS)
+    assert store.create(req, LIMITS) == expected
+    if admitted_too:
+        assert isinstance(expected, Admission)
+        assert expected.run.bytes_used == need == run.byte_budget - spare
+    else:
+        assert expected is ErrorCode.RUN_BYTES_EXHAUSTED
+        assert store.get_run(RUN) == spent.run
+    current = store.get_run(RUN)
+    assert current is not None
+    more = request(clock(), "more", arguments="{}")
+    expected_more = admit(current, None, more, LIMITS)
+    assert store.create(more, LIMITS) == expected_more
+    assert (expected_more is ErrorCode.RUN_BYTES_EXHAUSTED) is (spare >= 0)  # 2 bytes never fit then
+
+
+@pytest.mark.parametrize("spare", [-1, 0, 1])
+def test_a_one_byte_completion_is_charged(make_driver: MakeDriver, clock: FakeClock, spare: int) -> None:
+    """CIS-RUN-6: a completion storing 1 byte more is charged 1 byte; the next admission sees it exactly."""
+    store = make_driver(clock)
+    arguments = '{"a": 1}'
+    size = utf8_len(arguments)
+    open_default_run(store, clock(), byte_budget=size + 1 + size + spare)
+    record = admitted(store, request(clock(), "a", arguments=arguments))
+    one_byte = with_raw(record, clock(), raw="x")
+    assert record_bytes(one_byte) == record_bytes(record) + 1
+    assert store.complete(record, one_byte) == one_byte
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.bytes_used == size + 1
+    req = request(clock(), "b", arguments=arguments)
+    expected = admit(run, None, req, LIMITS)
+    assert store.create(req, LIMITS) == expected
+    assert isinstance(expected, Admission) is (spare >= 0)
+
+
+def test_a_completion_is_never_refused_for_the_byte_budget(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-6: the charge of a completion may pass the budget; it is written and counted in full."""
+    store = make_driver(clock)
+    arguments = '{"a": 1}'
+    open_default_run(store, clock(), byte_budget=utf8_len(arguments))
+    record = admitted(store, request(clock(), "a", arguments=arguments))
+    done = ready(record, clock(), raw="r" * 50, content="c" * 7, scope="s" * 3)
+    assert store.complete(record, done) == done
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.bytes_used == utf8_len(arguments) + record_bytes(done) - record_bytes(record)
+    assert run.bytes_used > run.byte_budget
+
+
+@pytest.mark.parametrize("spare", [-1, 0, 1])
+def test_whole_record_limit_edges_at_creation(make_driver: MakeDriver, clock: FakeClock, spare: int) -> None:
+    """CIS-SIZE-5, CIS-ID-6: a new record of record_bytes - 1, exactly, or + 1 bytes against the limit."""
+    store = make_driver(clock)
+    run = open_default_run(store, clock())
+    req = request(clock(), "call_1", arguments='{"q": "日本"}')
+    probe = admit(run, None, req, LIMITS)
+    assert isinstance(probe, Admission)
+    limits = Limits(record_bytes=record_bytes(probe.record) + spare)
+    expected = admit(run, None, req, limits)
+    assert store.create(req, limits) == expected
+    assert (expected is ErrorCode.REQUEST_TOO_LARGE) is (spare < 0)
+    assert store.calls(RUN) == (() if spare < 0 else ("call_1",))
+
+
+@pytest.mark.parametrize("spare", [-1, 0, 1])
+def test_raw_and_agent_result_limit_edges(make_driver: MakeDriver, clock: FakeClock, spare: int) -> None:
+    """CIS-SIZE-3, CIS-SIZE-4, CIS-STORE-3: raw and agent result at limit - 1, limit, limit + 1 bytes.
+
+    At or under the limit the value is stored whole; one byte over, the record is
+    ERROR/RESULT_TOO_LARGE (the raw response dropped, the result never stored). The
+    store holds exactly the kernel's record either way.
+    """
+    store = make_driver(clock)
+    open_default_run(store, clock())
+    limit = 12
+    limits = Limits(raw_bytes=limit, agent_result_bytes=limit)
+    raw_case = admitted(store, request(clock(), "raw"))
+    raw_after = transition(raw_case, RawReceived(raw_response="é" * 6 + "x" * spare, now_ms=clock()), limits)
+    assert isinstance(raw_after, CanonicalRecord)
+    assert store.complete(raw_case, raw_after) == raw_after
+    assert store.get(RUN, "raw") == raw_after
+    assert (raw_after.status is InvocationStatus.ERROR) is (spare > 0)
+    result_record = admitted(store, request(clock(), "result"))
+    result_case = with_raw(result_record, clock())
+    assert store.complete(result_record, result_case) == result_case
+    content = "c" * (limit - 3 + spare)  # with the 3-byte scope: limit + spare bytes
+    projection = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content=content, scope="日")
+    result_after = transition(result_case, ProjectionReceived(projection=projection, now_ms=clock()), limits)
+    assert isinstance(result_after, CanonicalRecord)
+    assert store.complete(result_case, result_after) == result_after
+    assert store.get(RUN, "result") == result_after
+    assert result_after.error_code is (ErrorCode.RESULT_TOO_LARGE if spare > 0 else None)
+
+
+def test_deadline_edges(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-4: admitted at deadline - 1 ms; RUN_DEADLINE_EXCEEDED at the deadline and after it."""
+    store = make_driver(clock)
+    run = open_default_run(store, clock(), deadline_in_ms=1_000)
+    clock.now = run.deadline_ms - 1
+    assert isinstance(store.create(request(clock(), "just_in_time"), LIMITS), Admission)
+    for now in (run.deadline_ms, run.deadline_ms + 1):
+        clock.now = now
+        assert store.create(request(clock(), f"late_{now}"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert store.calls(RUN) == ("just_in_time",)
+
+
+def test_record_and_run_expiry_edges(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-TTL-4, CIS-RUN-3: live at expiry - 1 ms (1 ms left, still completable); absent at expiry."""
+    store = make_driver(clock)
+    run = open_default_run(store, clock(), ttl_ms=5_000, deadline_in_ms=1_000)
+    record = admitted(store, request(clock()))
+    clock.now = record.expires_at_ms - 1
+    assert store.get(RUN, "call_1") == record
+    assert store.ttl_remaining_ms(RUN, "call_1") == 1
+    done = ready(record, clock())
+    assert store.complete(record, done) == done
+    clock.now = record.expires_at_ms
+    assert store.get(RUN, "call_1") is None
+    assert store.ttl_remaining_ms(RUN, "call_1") is None
+    clock.now = run.expires_at_ms - 1
+    assert store.get_run(RUN) == store.get_run(RUN) is not None
+    assert store.cancel_run(RUN) == evolve(store.get_run(RUN), status=RunStatus.CANCELLED)
+    clock.now = run.expires_at_ms
+    assert store.get_run(RUN) is None
+    assert store.cancel_run(RUN) is ErrorCode.RUN_INACTIVE
+
+
+#: Lua mirrors planted with a refusal the kernel would not make: (script attribute,
+#: text, replacement). Each must surface as STORE_UNAVAILABLE ("KernelDisagrees"),
+#: never as the wrong refusal.
+_WRONG_REFUSALS = {
+    "bytes-at-equality": ("_create", "if bytes > tonumber(run[10])", "if bytes >= tonumber(run[10])"),
+    "calls-at-equality": ("_create", "if used > tonumber(run[9])", "if used >= tonumber(run[9])"),
+    "deadline-early": ("_create", "if now >= tonumber(run[6])", "if now + 1 >= tonumber(run[6])"),
+    "retried-cancel": ("_end", "cur[2] ~= 'ACTIVE' and cur[2] ~= ARGV[2]", "cur[2] ~= 'ACTIVE'"),
+    "reopen-counts": ("_open", "{1, 4, 5, 6, 7, 8}", "{1, 4, 5, 6, 7, 8, 9}"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(_WRONG_REFUSALS))
+def test_a_refusal_the_kernel_would_not_make_is_caught(
+    make_redis_driver: MakeDriver, clock: FakeClock, fault: str
+) -> None:
+    """CIS-STORE-8, CIS-FAIL-5: every ERR reply of a script is re-decided by the kernel on the state it saw.
+
+    A Lua mirror that refuses at ``used + size == budget`` (or any other refusal the
+    kernel would not make) is a corrupt reply, not a budget answer.
+    """
+    store = with_planted_script(make_redis_driver(clock), *_WRONG_REFUSALS[fault])
+    arguments = '{"a": 1}'
+    size = utf8_len(arguments)
+    run = open_default_run(store, clock(), tool_call_budget=1, byte_budget=size, deadline_in_ms=5)
+    clock.now = run.deadline_ms - 1
+    if fault == "retried-cancel":
+        assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
+    if fault == "reopen-counts":
+        admitted(store, request(clock(), arguments=arguments))
+    operations: dict[str, Callable[[], object]] = {
+        "retried-cancel": lambda: store.cancel_run(RUN),
+        "reopen-counts": lambda: store.open_run(
+            RUN, deadline_ms=run.deadline_ms, ttl_ms=TTL_MS, tool_call_budget=1, byte_budget=size
+        ),
+    }
+    operation = operations.get(fault, lambda: store.create(request(clock(), arguments=arguments), LIMITS))
+    with pytest.raises(StoreUnavailableError) as caught:
+        operation()
+    assert caught.value.cause == "KernelDisagrees"
+    assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
