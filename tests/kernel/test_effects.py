@@ -35,13 +35,13 @@ from invocation_store.kernel import (
 
 from ._helpers import (
     ARGS,
-    LIMITS,
     RAW,
     RUN_ID,
     T0,
     TOOL,
     admitted,
     begun,
+    default_limits,
     errored,
     make_run,
     ready,
@@ -231,11 +231,11 @@ def test_run_status_is_untouched_by_a_completion() -> None:
 
 def test_check_begin_is_the_run_independent_part_of_admission() -> None:
     """CIS-ID-6, CIS-SIZE-5: check_begin answers what admit answers for the Begin row, without a run."""
-    assert check_begin(request(), LIMITS) is None
+    assert check_begin(request(), default_limits()) is None
     cases = [
-        (request(tool_call_id=""), LIMITS, ErrorCode.MISSING_TOOL_CALL_ID),
-        (request(tool_call_id="bad id"), LIMITS, ErrorCode.UNSAFE_TOOL_CALL_ID),
-        (request(run_id="run 1"), LIMITS, ErrorCode.RUN_MISMATCH),
+        (request(tool_call_id=""), default_limits(), ErrorCode.MISSING_TOOL_CALL_ID),
+        (request(tool_call_id="bad id"), default_limits(), ErrorCode.UNSAFE_TOOL_CALL_ID),
+        (request(run_id="run 1"), default_limits(), ErrorCode.RUN_MISMATCH),
         (request(), Limits(record_bytes=10), ErrorCode.REQUEST_TOO_LARGE),
     ]
     for req, limits, code in cases:
