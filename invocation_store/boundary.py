@@ -166,12 +166,13 @@ from .kernel import (
     SweptStale,
     ToolCallEnvelope,
     ToolPolicy,
-    check_envelope,
     cite,
     is_safe_id,
     project_progress,
     transition,
 )
+from .kernel._ijson import copy_json
+from .kernel._preflight import parse_envelope
 
 __all__ = [
     "AsyncExecutor",
@@ -363,8 +364,8 @@ class BoundaryResult:
 @frozen
 class _Prepared:
     """A call that passed preflight 1-6: its tool, exact id, exact arguments text and
-    two independent parses of the arguments (one for the executor, one for the
-    projector)."""
+    two independent copies of the parsed arguments (one for the executor, one for
+    the projector; CIS-PERF-2)."""
 
     tool: ToolSpec
     tool_call_id: str
@@ -586,31 +587,27 @@ class _Core:
     # -- step 1: preflight 1-6 and argument parsing (nothing written) ----------------
 
     def _prepare(self, context: RunContext, envelope: ToolCallEnvelope) -> _Prepared | BoundaryResult:
-        """Preflight checks 1-6, then parse the arguments twice (executor and projector
-        each get their own copy, so an executor mutating its arguments cannot change
-        what the projector sees)."""
+        """Preflight checks 1-6; the executor gets the object the I-JSON check parsed
+        and the projector an independent copy of it, never a second parse (an executor
+        mutating its arguments cannot change what the projector sees, CIS-PERF-2)."""
         context = _check_context(context)
         if not isinstance(envelope, ToolCallEnvelope):
             raise TypeError("envelope must be a ToolCallEnvelope")
         envelope = _exact_envelope(envelope)
         tool = self.registry.get(envelope.tool_name)
-        code = check_envelope(context, envelope, None if tool is None else tool.policy, self.limits)
-        if code is not None:
-            self._log.info("tool call rejected at preflight: %s", code.value)
-            return _failure(code, _echo(envelope))
+        parsed = parse_envelope(context, envelope, None if tool is None else tool.policy, self.limits)
+        if isinstance(parsed, ErrorCode):
+            self._log.info("tool call rejected at preflight: %s", parsed.value)
+            return _failure(parsed, _echo(envelope))
         assert tool is not None
         assert isinstance(envelope.tool_call_id, str)
         assert isinstance(envelope.arguments, str)
-        executor_args = _parse_object(envelope.arguments)
-        projector_args = _parse_object(envelope.arguments)
-        if executor_args is None or projector_args is None:  # defensive: preflight proved I-JSON
-            return _failure(ErrorCode.INVALID_ARGUMENTS, envelope.tool_call_id)
         return _Prepared(
             tool=tool,
             tool_call_id=envelope.tool_call_id,
             arguments=envelope.arguments,
-            executor_args=executor_args,
-            projector_args=projector_args,
+            executor_args=parsed,
+            projector_args=copy_json(parsed),
         )
 
     def _request(self, context: RunContext, prepared: _Prepared, now_ms: int) -> AdmissionRequest:
@@ -746,14 +743,6 @@ class _Core:
     def _store_failed_raise(self, exc: StoreUnavailableError, operation: str) -> StoreUnavailableError:
         self._log.error("store %s failed with %s", operation, _cause(exc))
         return exc
-
-
-def _parse_object(arguments: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(arguments)
-    except Exception:  # noqa: BLE001 - defensive: preflight already validated the text
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _is_own_create(record: CanonicalRecord, request: AdmissionRequest) -> bool:
