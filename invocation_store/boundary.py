@@ -145,6 +145,7 @@ from ._runners import Outcome as _Outcome
 from ._runners import acall, call_inline, call_with_timeout, safe_name, type_name
 from ._runners import is_async_callable as _is_async_callable
 from .adapters import AsyncInvocationStore, InvocationStore, StoreUnavailableError
+from .adapters._progress import async_progress_reader, progress_reader
 from .kernel import (
     ERROR_MESSAGES,
     MAX_SAFE_INT,
@@ -935,7 +936,8 @@ class ToolBoundary(_Core):
         """The run's completed calls as bounded observed facts (CIS-PROG-1..5).
 
         Reads the run's ordered completed ids (the tracker keeps identities only),
-        resolves them in ONE batched read that skips raw responses, and lets the
+        resolves them in ONE batched read of only the fields facts need (the store's
+        ``get_progress``, else ``get_many`` without raw responses, CIS-PERF-3), and lets the
         kernel keep READY records of this run in execution order, capped by
         ``limits.max_facts`` and ``limits.max_fact_bytes`` (a fact that does not fit
         is omitted whole, never truncated). Missing, expired, other-run, PROJECTING
@@ -947,9 +949,7 @@ class ToolBoundary(_Core):
         run_id = context.run_id
         try:
             identities = _sync_store(self.store.completed, run_id)
-            records = (
-                _sync_store(self.store.get_many, run_id, identities, include_raw=False) if identities else {}
-            )
+            records = _sync_store(progress_reader(self.store), run_id, identities) if identities else {}
             now_ms = _sync_store(self.store.now_ms)
         except StoreUnavailableError as exc:
             raise self._store_failed_raise(exc, "progress") from None
@@ -1131,7 +1131,7 @@ class AsyncToolBoundary(_Core):
         try:
             identities = await _async_store(self.store.completed, run_id)
             records = (
-                await _async_store(self.store.get_many, run_id, identities, include_raw=False)
+                await _async_store(async_progress_reader(self.store), run_id, identities)
                 if identities
                 else {}
             )

@@ -34,6 +34,7 @@ from attrs import frozen
 
 from ..kernel import (
     MAX_ID_LENGTH,
+    PROGRESS_FIELDS,
     RUN_TRANSITIONS,
     Admission,
     AdmissionRequest,
@@ -43,6 +44,7 @@ from ..kernel import (
     EvidenceStatus,
     InvocationStatus,
     Limits,
+    ProgressView,
     RunState,
     RunStatus,
     admit,
@@ -53,6 +55,7 @@ from ..kernel import (
     done_key,
     is_safe_id,
     is_well_formed,
+    is_well_formed_view,
     open_run,
     run_key,
     run_usage_after,
@@ -74,6 +77,7 @@ __all__ = [
     "calls_key",
     "check_prefix",
     "decode_ids",
+    "decode_progress",
     "decode_record",
     "decode_run",
     "decode_text",
@@ -346,6 +350,38 @@ def _decode_embedded(items: Sequence[object], run_id: str, tool_call_id: str) ->
         raise CorruptReplyError("UnexpectedReply")
     raw = items[1] if decode_text(items[0]) == "1" else None
     return decode_record(items[2:], raw, run_id, tool_call_id)
+
+
+def decode_progress(values: Sequence[object], run_id: str, tool_call_id: str) -> ProgressView | None:
+    """Decode an ``HMGET`` of :data:`~invocation_store.kernel.PROGRESS_FIELDS`; ``None`` if absent.
+
+    Raises :class:`CorruptReplyError` for a partial record or bad values, and
+    ``IdentityMismatch`` when the record is not the one asked for (CIS-STORE-6,
+    CIS-PERF-3). Expiry is not judged here.
+    """
+    if len(values) != len(PROGRESS_FIELDS):
+        raise CorruptReplyError("UnexpectedReply")
+    run, tcid, name, sequence, status, evidence, result, scope, expires = values
+    if all(value is None for value in values):
+        return None
+    if run is None or tcid is None or name is None or sequence is None or status is None or expires is None:
+        raise CorruptReplyError("CorruptRecord")
+    if decode_text(run) != run_id or decode_text(tcid) != tool_call_id:
+        raise CorruptReplyError("IdentityMismatch")
+    view = ProgressView(
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        tool_name=decode_text(name),
+        sequence=_int(decode_text(sequence)),
+        status=InvocationStatus(decode_text(status)),
+        evidence_status=None if evidence is None else EvidenceStatus(decode_text(evidence)),
+        agent_result=None if result is None else decode_text(result),
+        scope=None if scope is None else decode_text(scope),
+        expires_at_ms=_int(decode_text(expires)),
+    )
+    if not is_well_formed_view(view):
+        raise CorruptReplyError("CorruptRecord")
+    return view
 
 
 def decode_run(values: Sequence[object], run_id: str) -> RunState | None:

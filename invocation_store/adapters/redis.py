@@ -46,11 +46,13 @@ from redis.commands.core import AsyncScript, Script
 from redis.exceptions import NoScriptError
 
 from ..kernel import (
+    PROGRESS_FIELDS,
     Admission,
     AdmissionRequest,
     CanonicalRecord,
     ErrorCode,
     Limits,
+    ProgressView,
     RunState,
     call_key,
     done_key,
@@ -425,6 +427,34 @@ class RedisStore:
             cause = _failure("get_many", exc)
         raise StoreUnavailableError(cause)
 
+    def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
+        """The progress fields of several records of one run: one pipelined round trip (CIS-PERF-3).
+
+        One ``HMGET`` of :data:`~invocation_store.kernel.PROGRESS_FIELDS` per
+        record: never the request text, the raw response or the token. None if
+        absent or expired by the store clock; unsafe ids map to None unread; a
+        record of another run or call is STORE_UNAVAILABLE (CIS-STORE-6).
+        """
+        ids = list(tool_call_ids)
+        result: dict[str, ProgressView | None] = dict.fromkeys(ids)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
+        if not wanted:
+            return result
+        self.check_server()
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for tcid in wanted:
+                pipe.execute_command("HMGET", call_key(self._prefix, run_id, tcid), *PROGRESS_FIELDS)
+            replies = pipe.execute()
+            now = self._clock()
+            for tcid, values in zip(wanted, replies, strict=True):
+                view = core.decode_progress(values, run_id, tcid)
+                result[tcid] = None if view is None or now >= view.expires_at_ms else view
+            return result
+        except _FAILURES as exc:
+            cause = _failure("get_progress", exc)
+        raise StoreUnavailableError(cause)
+
     def _list(self, run_id: str, list_key: Callable[[str, str], str], operation: str) -> tuple[str, ...]:
         if not is_safe_id(run_id):
             return ()
@@ -705,6 +735,30 @@ class AsyncRedisStore:
             return result
         except _FAILURES as exc:
             cause = _failure("get_many", exc)
+        raise StoreUnavailableError(cause)
+
+    async def get_progress(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> Mapping[str, ProgressView | None]:
+        """See :meth:`RedisStore.get_progress`."""
+        ids = list(tool_call_ids)
+        result: dict[str, ProgressView | None] = dict.fromkeys(ids)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
+        if not wanted:
+            return result
+        await self.check_server()
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for tcid in wanted:
+                pipe.execute_command("HMGET", call_key(self._prefix, run_id, tcid), *PROGRESS_FIELDS)
+            replies = await pipe.execute()
+            now = self._clock()
+            for tcid, values in zip(wanted, replies, strict=True):
+                view = core.decode_progress(values, run_id, tcid)
+                result[tcid] = None if view is None or now >= view.expires_at_ms else view
+            return result
+        except _FAILURES as exc:
+            cause = _failure("get_progress", exc)
         raise StoreUnavailableError(cause)
 
     async def _list(

@@ -58,6 +58,7 @@ from ._state import (
     run_usage_after,
     transition,
 )
+from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_view
 
 __all__ = [
     "ERROR_MESSAGES",
@@ -65,6 +66,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_SAFE_INT",
     "PREFLIGHT_ORDER",
+    "PROGRESS_FIELDS",
     "RUN_TRANSITIONS",
     "TRANSITIONS",
     "Admission",
@@ -78,12 +80,14 @@ __all__ = [
     "Event",
     "EvidenceStatus",
     "ExclusionReason",
+    "FactSource",
     "Failed",
     "InvocationStatus",
     "Limits",
     "ObservedFact",
     "Phase",
     "ProgressReport",
+    "ProgressView",
     "Projection",
     "ProjectionReceived",
     "RawReceived",
@@ -107,6 +111,7 @@ __all__ = [
     "done_key",
     "is_safe_id",
     "is_well_formed",
+    "is_well_formed_view",
     "open_run",
     "phase_of",
     "preflight",
