@@ -61,7 +61,14 @@ from ..kernel import (
 )
 from . import _redis_core as core
 from ._protocol import StoreUnavailableError
-from ._redis_scripts import COMPLETE_SCRIPT, CREATE_SCRIPT, END_RUN_SCRIPT, OPEN_RUN_SCRIPT, RUN_FIELDS
+from ._redis_scripts import (
+    COMPLETE_SCRIPT,
+    CREATE_SCRIPT,
+    END_RUN_SCRIPT,
+    OPEN_RUN_SCRIPT,
+    PROGRESS_SCRIPT,
+    RUN_FIELDS,
+)
 from .memory import wall_clock_ms
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_TIMEOUT_S", "AsyncRedisStore", "RedisStore", "UnsupportedRedisError"]
@@ -154,6 +161,7 @@ class RedisStore:
         self._end: Script = client.register_script(END_RUN_SCRIPT)
         self._create: Script = client.register_script(CREATE_SCRIPT)
         self._complete: Script = client.register_script(COMPLETE_SCRIPT)
+        self._progress: Script = client.register_script(PROGRESS_SCRIPT)  # loaded on first use
 
     @classmethod
     def from_url(
@@ -428,27 +436,27 @@ class RedisStore:
         raise StoreUnavailableError(cause)
 
     def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
-        """The progress fields of several records of one run: one pipelined round trip (CIS-PERF-3).
+        """The progress fields of several records of one run: one round trip (CIS-PERF-3, CIS-PROG-5).
 
-        One ``HMGET`` of :data:`~invocation_store.kernel.PROGRESS_FIELDS` per
-        record: never the request text, the raw response or the token. None if
-        absent or expired by the store clock; unsafe ids map to None unread; a
-        record of another run or call is STORE_UNAVAILABLE (CIS-STORE-6).
+        One PROGRESS_SCRIPT call (an ``HMGET`` of
+        :data:`~invocation_store.kernel.PROGRESS_FIELDS` per record, server-side):
+        never the request text, the raw response or the token. None if absent or
+        expired by the store clock; unsafe ids map to None unread; a record of
+        another run or call, or an ill-formed one, is STORE_UNAVAILABLE (CIS-STORE-6).
+        The script is loaded on first use (NOSCRIPT, then SCRIPT LOAD and retry).
         """
         ids = list(tool_call_ids)
         result: dict[str, ProgressView | None] = dict.fromkeys(ids)
-        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
-        if not wanted:
+        keys = core.run_keys(self._prefix, run_id)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(tcid)] if keys is not None else []
+        if keys is None or not wanted:
             return result
         self.check_server()
         try:
-            pipe = self._client.pipeline(transaction=False)
-            for tcid in wanted:
-                pipe.execute_command("HMGET", call_key(self._prefix, run_id, tcid), *PROGRESS_FIELDS)
-            replies = pipe.execute()
+            command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+            views = core.decode_progress_reply(self._evalsha(self._progress, command), run_id, wanted)
             now = self._clock()
-            for tcid, values in zip(wanted, replies, strict=True):
-                view = core.decode_progress(values, run_id, tcid)
+            for tcid, view in zip(wanted, views, strict=True):
                 result[tcid] = None if view is None or now >= view.expires_at_ms else view
             return result
         except _FAILURES as exc:
@@ -527,6 +535,7 @@ class AsyncRedisStore:
         self._end: AsyncScript = client.register_script(END_RUN_SCRIPT)
         self._create: AsyncScript = client.register_script(CREATE_SCRIPT)
         self._complete: AsyncScript = client.register_script(COMPLETE_SCRIPT)
+        self._progress: AsyncScript = client.register_script(PROGRESS_SCRIPT)  # loaded on first use
 
     @classmethod
     def from_url(
@@ -743,18 +752,17 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.get_progress`."""
         ids = list(tool_call_ids)
         result: dict[str, ProgressView | None] = dict.fromkeys(ids)
-        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
-        if not wanted:
+        keys = core.run_keys(self._prefix, run_id)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(tcid)] if keys is not None else []
+        if keys is None or not wanted:
             return result
         await self.check_server()
         try:
-            pipe = self._client.pipeline(transaction=False)
-            for tcid in wanted:
-                pipe.execute_command("HMGET", call_key(self._prefix, run_id, tcid), *PROGRESS_FIELDS)
-            replies = await pipe.execute()
+            command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+            reply = await self._evalsha(self._progress, command)
+            views = core.decode_progress_reply(reply, run_id, wanted)
             now = self._clock()
-            for tcid, values in zip(wanted, replies, strict=True):
-                view = core.decode_progress(values, run_id, tcid)
+            for tcid, view in zip(wanted, views, strict=True):
                 result[tcid] = None if view is None or now >= view.expires_at_ms else view
             return result
         except _FAILURES as exc:

@@ -58,7 +58,7 @@ from ._state import (
     run_usage_after,
     transition,
 )
-from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_view
+from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_outcome, is_well_formed_view
 
 __all__ = [
     "ERROR_MESSAGES",
@@ -111,6 +111,7 @@ __all__ = [
     "done_key",
     "is_safe_id",
     "is_well_formed",
+    "is_well_formed_outcome",
     "is_well_formed_view",
     "open_run",
     "phase_of",

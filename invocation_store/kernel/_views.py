@@ -11,14 +11,12 @@ text, the raw response or the invocation token.
 
 from __future__ import annotations
 
-from typing import Final, Protocol
-
-from attrs import frozen
+from typing import Final, NamedTuple, Protocol
 
 from ._ids import check_tool_call_id, is_safe_id
 from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus
 
-__all__ = ["PROGRESS_FIELDS", "FactSource", "ProgressView", "is_well_formed_view"]
+__all__ = ["PROGRESS_FIELDS", "FactSource", "ProgressView", "is_well_formed_outcome", "is_well_formed_view"]
 
 #: The record fields a progress read needs, in this order (CIS-PERF-3).
 PROGRESS_FIELDS: Final = (
@@ -57,12 +55,13 @@ class FactSource(Protocol):
     def expires_at_ms(self) -> int: ...
 
 
-@frozen(kw_only=True)
-class ProgressView:
+class ProgressView(NamedTuple):
     """The :data:`PROGRESS_FIELDS` of one record, as a store read them (CIS-PERF-3).
 
     Same meaning and units as the :class:`~invocation_store.kernel.CanonicalRecord`
-    fields of the same names (``expires_at_ms`` in integer ms).
+    fields of the same names (``expires_at_ms`` in integer ms). A named tuple: built
+    once per completed call on every progress read, where its construction is several
+    times cheaper than a frozen attrs class; immutable all the same.
     """
 
     run_id: str
@@ -79,15 +78,15 @@ class ProgressView:
     def of(cls, record: CanonicalRecord) -> ProgressView:
         """The view of ``record``."""
         return cls(
-            run_id=record.run_id,
-            tool_call_id=record.tool_call_id,
-            tool_name=record.tool_name,
-            sequence=record.sequence,
-            status=record.status,
-            evidence_status=record.evidence_status,
-            agent_result=record.agent_result,
-            scope=record.scope,
-            expires_at_ms=record.expires_at_ms,
+            record.run_id,
+            record.tool_call_id,
+            record.tool_name,
+            record.sequence,
+            record.status,
+            record.evidence_status,
+            record.agent_result,
+            record.scope,
+            record.expires_at_ms,
         )
 
 
@@ -97,29 +96,37 @@ _VALID_EVIDENCE: Final = (EvidenceStatus.EVIDENCE_FOUND, EvidenceStatus.NO_EVIDE
 def is_well_formed_view(view: ProgressView) -> bool:
     """:func:`~invocation_store.kernel.is_well_formed` restricted to what a view holds.
 
+    :func:`is_well_formed_outcome`, and the ids are safe. A store answers a view for
+    which this is False with STORE_UNAVAILABLE (CIS-STORE-6).
+    """
+    return (
+        is_well_formed_outcome(view)
+        and is_safe_id(view.run_id)
+        and check_tool_call_id(view.tool_call_id) is None
+    )
+
+
+def is_well_formed_outcome(view: FactSource) -> bool:
+    """The part of :func:`is_well_formed_view` that is not about ids.
+
     PROJECTING has no evidence, result or scope; READY has evidence FOUND or
     NO_EVIDENCE, a result and a scope; ERROR has evidence ERROR and no result or
-    scope; ids are safe and the sequence positive. A store answers a view for which
-    this is False with STORE_UNAVAILABLE (CIS-STORE-6).
+    scope; the sequence is positive. For a store that already compared the ids read
+    with the safe ids it asked for (CIS-STORE-6).
     """
     status = view.status
-    if status is InvocationStatus.PROJECTING:
-        outcome_ok = view.evidence_status is None and view.agent_result is None and view.scope is None
-    elif status is InvocationStatus.READY:
+    if status is InvocationStatus.READY:
         outcome_ok = (
             view.evidence_status in _VALID_EVIDENCE
-            and isinstance(view.agent_result, str)
-            and isinstance(view.scope, str)
+            and type(view.agent_result) is str
+            and type(view.scope) is str
         )
     elif status is InvocationStatus.ERROR:
         outcome_ok = (
             view.evidence_status is EvidenceStatus.ERROR and view.agent_result is None and view.scope is None
         )
+    elif status is InvocationStatus.PROJECTING:
+        outcome_ok = view.evidence_status is None and view.agent_result is None and view.scope is None
     else:
         return False
-    return (
-        outcome_ok
-        and is_safe_id(view.run_id)
-        and check_tool_call_id(view.tool_call_id) is None
-        and view.sequence >= 1
-    )
+    return outcome_ok and view.sequence >= 1
