@@ -86,23 +86,25 @@ one call after another, within the last 65,536 tokens): fail closed, so the exec
 never runs twice for one key; a record left PROJECTING is swept. Repeats across
 processes cannot be seen locally: tokens must be unique (CIS-RETRY-1).
 
-Timeouts and threads: every sync executor (and, on the async boundary, every sync
-projector) runs in a fresh daemon thread of its own, whose outcome arrives through a
-:class:`concurrent.futures.Future`; the sync boundary waits on it for
-``timeout_ms``. On the async boundary every executor and projector call runs in an
-asyncio task of its own, awaited with :func:`asyncio.wait` (under ``timeout_ms`` for
-executors): over it the task is cancelled but never awaited, so a tool that ignores
-cancellation cannot stretch the call, which is EXECUTION_TIMEOUT (CIS-FAIL-3). An
-abandoned task stays referenced until it ends; its outcome is then retrieved and
-discarded (no "exception was never retrieved" noise). Python cannot kill a thread:
-an executor that overruns keeps running in the background until it returns by
-itself; its result is discarded, the record being already ERROR/EXECUTION_TIMEOUT.
-Tools should therefore enforce their own deadlines too. Because each call has its
-own thread, a hung tool never occupies a shared pool worker (such as the loop's
-default executor behind ``asyncio.to_thread``, only ``min(32, CPUs + 4)`` wide), and
-being a daemon it never delays interpreter exit nor the end of ``asyncio.run``. (A
-coroutine that ignores cancellation for ever does delay the end of ``asyncio.run``,
-which cancels and awaits every task left.)
+Timeouts and workers (CIS-FAIL-3, CIS-PERF-1; the mechanics live in ``_runners.py``):
+no call starts a thread of its own. On the sync boundary an executor declared
+without a limit (``timeout_ms=None``) and every projector run inline, in the
+calling thread; an executor with a limit runs on a persistent worker of a
+process-wide pool, and the boundary waits for it ``timeout_ms``. On the async
+boundary every executor and projector call runs in an asyncio task of its own,
+awaited with :func:`asyncio.wait` (under ``timeout_ms`` for executors): a coroutine
+in the loop, a sync callable on a persistent worker. Over the limit the task is
+cancelled but never awaited, so a tool that ignores cancellation cannot stretch the
+call, which is EXECUTION_TIMEOUT; an abandoned task stays referenced until it ends,
+and its outcome is then retrieved and discarded. Python cannot kill a thread: a
+sync tool that overruns keeps its worker busy until it returns by itself, its
+result discarded (the record is already ERROR/EXECUTION_TIMEOUT). That worker is
+counted as hung and leaves the pool; a call that finds no idle worker starts a new
+one, so a hung tool never blocks other calls, nor the loop's default executor
+behind ``asyncio.to_thread``. Workers are daemon threads: they never delay
+interpreter exit nor the end of ``asyncio.run``. (A coroutine that ignores
+cancellation for ever does delay the end of ``asyncio.run``, which cancels and
+awaits every task left.) Tools should enforce their own deadlines too.
 
 Example (sync)::
 
@@ -129,12 +131,7 @@ Example (asyncio)::
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import concurrent.futures
-import contextvars
-import functools
-import inspect
 import json
 import logging
 import secrets
@@ -144,7 +141,11 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 from attrs import evolve, field, frozen
 
+from ._runners import Outcome as _Outcome
+from ._runners import acall, call_inline, call_with_timeout, safe_name, type_name
+from ._runners import is_async_callable as _is_async_callable
 from .adapters import AsyncInvocationStore, InvocationStore, StoreUnavailableError
+from .adapters._progress import async_progress_reader, progress_reader
 from .kernel import (
     ERROR_MESSAGES,
     MAX_SAFE_INT,
@@ -166,12 +167,13 @@ from .kernel import (
     SweptStale,
     ToolCallEnvelope,
     ToolPolicy,
-    check_envelope,
     cite,
     is_safe_id,
     project_progress,
     transition,
 )
+from .kernel._ijson import copy_json
+from .kernel._preflight import parse_envelope
 
 __all__ = [
     "AsyncExecutor",
@@ -206,9 +208,11 @@ def _new_token() -> str:
     return secrets.token_hex(16)
 
 
-def _positive_int(_inst: object, _attribute: object, value: int) -> None:
+def _positive_int(_inst: object, _attribute: object, value: int | None) -> None:
+    if value is None:
+        return
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SAFE_INT:
-        raise ValueError("timeout_ms must be an int in [1, 2**53 - 1] (milliseconds)")
+        raise ValueError("timeout_ms must be None or an int in [1, 2**53 - 1] (milliseconds)")
 
 
 def _exact_text(value: object) -> Any:
@@ -246,7 +250,10 @@ class ToolSpec:
     - ``authorized`` / ``read_only``: only the literal ``True`` passes preflight;
       anything else fails closed as UNAUTHORIZED / NOT_READ_ONLY (CIS-PRE-4..6).
     - ``timeout_ms``: the executor's time limit in ms (default 30 s); over it the
-      call is EXECUTION_TIMEOUT (CIS-FAIL-3); at most ``2**53 - 1``.
+      call is EXECUTION_TIMEOUT (CIS-FAIL-3); at most ``2**53 - 1``. ``None``
+      declares no limit: the sync boundary then runs the executor inline, in the
+      calling thread, with no hand-over at all (CIS-PERF-1); the kernel's
+      :class:`~invocation_store.kernel.ToolPolicy` records it as ``2**53 - 1``.
 
     A ``str`` subclass given as ``name`` is stored as an exact ``str`` copy. The
     async boundary accepts sync and async callables; the sync boundary only sync
@@ -259,13 +266,14 @@ class ToolSpec:
     projector: Projector | AsyncProjector = field(validator=_callable)
     authorized: bool = True
     read_only: bool = True
-    timeout_ms: int = field(default=30_000, validator=_positive_int)
+    timeout_ms: int | None = field(default=30_000, validator=_positive_int)
 
     @property
     def policy(self) -> ToolPolicy:
         """The kernel's view of this tool (CIS-PRE-5, CIS-PRE-6)."""
+        timeout_ms = MAX_SAFE_INT if self.timeout_ms is None else self.timeout_ms
         return ToolPolicy(
-            name=self.name, authorized=self.authorized, read_only=self.read_only, timeout_ms=self.timeout_ms
+            name=self.name, authorized=self.authorized, read_only=self.read_only, timeout_ms=timeout_ms
         )
 
 
@@ -355,19 +363,10 @@ class BoundaryResult:
 
 
 @frozen
-class _Outcome:
-    """What a guarded executor/projector call produced: a value, or a failure."""
-
-    value: object = None
-    failure: str | None = None  # exception type name, for logs only
-    timed_out: bool = False
-
-
-@frozen
 class _Prepared:
     """A call that passed preflight 1-6: its tool, exact id, exact arguments text and
-    two independent parses of the arguments (one for the executor, one for the
-    projector)."""
+    two independent copies of the parsed arguments (one for the executor, one for
+    the projector; CIS-PERF-2)."""
 
     tool: ToolSpec
     tool_call_id: str
@@ -417,16 +416,6 @@ def _raw_text(value: object) -> str | None:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except Exception:  # noqa: BLE001 - any failure to serialize is SERIALIZATION_FAILED (CIS-FAIL-4)
         return None
-
-
-def _is_async_callable(fn: object) -> bool:
-    """True for coroutine functions, partials of them and objects with an async ``__call__``."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - looking for an async __call__, not callability
-    return call is not None and not inspect.isfunction(fn) and inspect.iscoroutinefunction(call)
 
 
 def _require_sync(tool: ToolSpec) -> None:
@@ -511,19 +500,8 @@ def _check_run_parameters(
         raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
 
 
-_UNPRINTABLE_TYPE: Final = "UnprintableType"
-
-
-def _type_name(obj: object) -> str:
-    """``type(obj).__name__`` if it is a short ASCII identifier, else ``UnprintableType``
-    (a hostile class name could carry text into logs, CIS-ERR-2)."""
-    return _safe_name(type(obj).__name__)
-
-
-def _safe_name(name: object) -> str:
-    if type(name) is str and len(name) <= 64 and name.isascii() and name.isidentifier():
-        return name
-    return _UNPRINTABLE_TYPE
+_type_name = type_name
+_safe_name = safe_name
 
 
 def _cause(exc: BaseException) -> str:
@@ -610,31 +588,27 @@ class _Core:
     # -- step 1: preflight 1-6 and argument parsing (nothing written) ----------------
 
     def _prepare(self, context: RunContext, envelope: ToolCallEnvelope) -> _Prepared | BoundaryResult:
-        """Preflight checks 1-6, then parse the arguments twice (executor and projector
-        each get their own copy, so an executor mutating its arguments cannot change
-        what the projector sees)."""
+        """Preflight checks 1-6; the executor gets the object the I-JSON check parsed
+        and the projector an independent copy of it, never a second parse (an executor
+        mutating its arguments cannot change what the projector sees, CIS-PERF-2)."""
         context = _check_context(context)
         if not isinstance(envelope, ToolCallEnvelope):
             raise TypeError("envelope must be a ToolCallEnvelope")
         envelope = _exact_envelope(envelope)
         tool = self.registry.get(envelope.tool_name)
-        code = check_envelope(context, envelope, None if tool is None else tool.policy, self.limits)
-        if code is not None:
-            self._log.info("tool call rejected at preflight: %s", code.value)
-            return _failure(code, _echo(envelope))
+        parsed = parse_envelope(context, envelope, None if tool is None else tool.policy, self.limits)
+        if isinstance(parsed, ErrorCode):
+            self._log.info("tool call rejected at preflight: %s", parsed.value)
+            return _failure(parsed, _echo(envelope))
         assert tool is not None
         assert isinstance(envelope.tool_call_id, str)
         assert isinstance(envelope.arguments, str)
-        executor_args = _parse_object(envelope.arguments)
-        projector_args = _parse_object(envelope.arguments)
-        if executor_args is None or projector_args is None:  # defensive: preflight proved I-JSON
-            return _failure(ErrorCode.INVALID_ARGUMENTS, envelope.tool_call_id)
         return _Prepared(
             tool=tool,
             tool_call_id=envelope.tool_call_id,
             arguments=envelope.arguments,
-            executor_args=executor_args,
-            projector_args=projector_args,
+            executor_args=parsed,
+            projector_args=copy_json(parsed),
         )
 
     def _request(self, context: RunContext, prepared: _Prepared, now_ms: int) -> AdmissionRequest:
@@ -772,14 +746,6 @@ class _Core:
         return exc
 
 
-def _parse_object(arguments: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(arguments)
-    except Exception:  # noqa: BLE001 - defensive: preflight already validated the text
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _is_own_create(record: CanonicalRecord, request: AdmissionRequest) -> bool:
     """``record`` is exactly the PROJECTING record ``request`` creates (CIS-RETRY-2)."""
     return (
@@ -806,80 +772,11 @@ def _awaits_projection(record: CanonicalRecord) -> bool:
 # Sync
 
 
-class _WorkerExit(Exception):  # noqa: N818 - carries a BaseException's type name, not an error of ours
-    """Tool code's ``SystemExit``/``KeyboardInterrupt`` (any BaseException but a
-    cancellation), handed over as a plain failure carrying its safe type name."""
-
-
-def _start_thread(fn: Callable[..., object], *args: object) -> concurrent.futures.Future[object]:
-    """Run ``fn(*args)`` in a fresh daemon thread; its outcome lands in the returned future.
-
-    Every call gets its own thread, so a hung tool never holds a pool worker that
-    other calls (or ``asyncio.to_thread`` users) need. The thread cannot be killed:
-    after a timeout it runs on until ``fn`` returns, and its result is discarded.
-    Being a daemon, it never blocks interpreter exit (nor ``asyncio.run`` at its
-    end). The caller's context variables are visible to ``fn``.
-    """
-    future: concurrent.futures.Future[object] = concurrent.futures.Future()
-    context = contextvars.copy_context()
-
-    def work() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            value = context.run(fn, *args)
-        except Exception as exc:  # noqa: BLE001 - handed to the caller as a failure (CIS-FAIL-2)
-            future.set_exception(exc)
-        except BaseException as exc:  # noqa: BLE001 - never re-raised in the caller's thread
-            future.set_exception(_WorkerExit(_type_name(exc)))
-        else:
-            future.set_result(value)
-
-    threading.Thread(target=work, name="invocation-store-tool", daemon=True).start()
-    return future
-
-
-def _failure_name(exc: BaseException) -> str:
-    """The safe type name of what tool code raised (CIS-ERR-2)."""
-    if isinstance(exc, _WorkerExit) and exc.args:
-        return _safe_name(exc.args[0])
-    return _type_name(exc)
-
-
-def _seconds(timeout_ms: int) -> float:
-    """``timeout_ms`` in seconds, capped where thread waits would overflow."""
-    return min(timeout_ms / 1000, threading.TIMEOUT_MAX)
-
-
-def _run_in_thread(fn: Callable[..., object], timeout_ms: int, *args: object) -> _Outcome:
-    """Run ``fn(*args)`` in a worker thread, waiting at most ``timeout_ms`` (CIS-FAIL-3)."""
-    future = _start_thread(fn, *args)
-    done, _ = concurrent.futures.wait([future], timeout=_seconds(timeout_ms))
-    if not done:
-        return _Outcome(timed_out=True)
-    exc = future.exception()
-    if exc is not None:
-        return _Outcome(failure=_failure_name(exc))
-    return _sync_value(future.result())
-
-
-def _call_sync(fn: Callable[..., object], *args: object) -> _Outcome:
-    """Call a sync projector in the caller's thread; whatever it raises, SystemExit and
-    KeyboardInterrupt included, is its failure (the module's BaseException policy)."""
-    try:
-        value = fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - every projector failure is a code (CIS-EVID-5, CIS-BND-2)
-        return _Outcome(failure=_type_name(exc))
-    return _sync_value(value)
-
-
-def _sync_value(value: object) -> _Outcome:
-    if inspect.isawaitable(value):
-        # A sync boundary cannot await: a callable that returned an awaitable failed.
-        if inspect.iscoroutine(value):
-            value.close()
-        return _Outcome(failure="AwaitableOnSyncBoundary")
-    return _Outcome(value=value)
+def _execute(tool: ToolSpec, arguments: dict[str, Any]) -> _Outcome:
+    """The sync executor call: inline without a time limit, else on a persistent worker."""
+    if tool.timeout_ms is None:
+        return call_inline(tool.executor, arguments)
+    return call_with_timeout(tool.executor, tool.timeout_ms, arguments)
 
 
 class ToolBoundary(_Core):
@@ -1020,10 +917,10 @@ class ToolBoundary(_Core):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
-            executed = _run_in_thread(tool.executor, tool.timeout_ms, prepared.executor_args)
+            executed = _execute(tool, prepared.executor_args)
             final = self._after_execution(created, executed, _sync_store(self.store.now_ms))
             if isinstance(final, CanonicalRecord) and _awaits_projection(final):
-                projected = _call_sync(tool.projector, final.raw_response, prepared.projector_args)
+                projected = call_inline(tool.projector, final.raw_response, prepared.projector_args)
                 final = self._after_projection(final, projected, _sync_store(self.store.now_ms))
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
@@ -1039,7 +936,8 @@ class ToolBoundary(_Core):
         """The run's completed calls as bounded observed facts (CIS-PROG-1..5).
 
         Reads the run's ordered completed ids (the tracker keeps identities only),
-        resolves them in ONE batched read that skips raw responses, and lets the
+        resolves them in ONE batched read of only the fields facts need (the store's
+        ``get_progress``, else ``get_many`` without raw responses, CIS-PERF-3), and lets the
         kernel keep READY records of this run in execution order, capped by
         ``limits.max_facts`` and ``limits.max_fact_bytes`` (a fact that does not fit
         is omitted whole, never truncated). Missing, expired, other-run, PROJECTING
@@ -1051,9 +949,7 @@ class ToolBoundary(_Core):
         run_id = context.run_id
         try:
             identities = _sync_store(self.store.completed, run_id)
-            records = (
-                _sync_store(self.store.get_many, run_id, identities, include_raw=False) if identities else {}
-            )
+            records = _sync_store(progress_reader(self.store), run_id, identities) if identities else {}
             now_ms = _sync_store(self.store.now_ms)
         except StoreUnavailableError as exc:
             raise self._store_failed_raise(exc, "progress") from None
@@ -1120,74 +1016,6 @@ class ToolBoundary(_Core):
 
 # ---------------------------------------------------------------------------
 # Async
-
-
-#: Tool tasks abandoned after a timeout or a cancellation of their caller, kept
-#: referenced until they end (the loop holds tasks only weakly).
-_ABANDONED: Final[set[asyncio.Task[object]]] = set()
-
-
-async def _settle(fn: Callable[..., object], args: tuple[object, ...]) -> object:
-    """The tool call itself, inside its own task: an async callable in the loop, a sync
-    one in its own worker thread (see :func:`_start_thread`); an awaitable it returns
-    is awaited. A non-cancellation BaseException becomes :class:`_WorkerExit` so it
-    stays this task's outcome instead of stopping the event loop."""
-    try:
-        if _is_async_callable(fn):
-            value = fn(*args)
-        else:
-            value = await asyncio.wrap_future(_start_thread(fn, *args))
-        if inspect.isawaitable(value):
-            value = await value
-    except (Exception, asyncio.CancelledError):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: the tool's failure
-        raise _WorkerExit(_type_name(exc)) from None
-    return value
-
-
-def _reap(task: asyncio.Task[object]) -> None:
-    """Done callback of an abandoned task: drop it and retrieve (discard) its outcome."""
-    _ABANDONED.discard(task)
-    if not task.cancelled():
-        task.exception()
-
-
-def _abandon(task: asyncio.Task[object]) -> None:
-    """Cancel ``task`` without awaiting it; keep it referenced until it ends."""
-    task.cancel()
-    if not task.done():
-        _ABANDONED.add(task)
-    task.add_done_callback(_reap)
-
-
-async def _acall(fn: Callable[..., object], timeout_ms: int | None, *args: object) -> _Outcome:
-    """Run a tool call in a task of its own, waiting at most ``timeout_ms`` (CIS-FAIL-3).
-
-    Over the timeout the task is cancelled and abandoned, never awaited: a tool that
-    ignores cancellation cannot stretch the call (``timed_out``). A CancelledError
-    the tool raises while the awaiting task is not being cancelled is a failure like
-    any other (CIS-FAIL-2); a real cancellation of the awaiting task cancels the
-    tool's task and propagates.
-    """
-    task: asyncio.Task[object] = asyncio.ensure_future(_settle(fn, args))
-    try:
-        done, _ = await asyncio.wait((task,), timeout=None if timeout_ms is None else _seconds(timeout_ms))
-    except BaseException:  # the caller is cancelled: so is the tool, unawaited
-        _abandon(task)
-        raise
-    if not done:
-        _abandon(task)
-        return _Outcome(timed_out=True)
-    if task.cancelled():
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise asyncio.CancelledError
-        return _Outcome(failure="CancelledError")
-    exc = task.exception()
-    if exc is not None:
-        return _Outcome(failure=_failure_name(exc))
-    return _Outcome(value=task.result())
 
 
 class AsyncToolBoundary(_Core):
@@ -1283,10 +1111,10 @@ class AsyncToolBoundary(_Core):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
-            executed = await _acall(tool.executor, tool.timeout_ms, prepared.executor_args)
+            executed = await acall(tool.executor, tool.timeout_ms, prepared.executor_args)
             final = self._after_execution(created, executed, _sync_store(self.store.now_ms))
             if isinstance(final, CanonicalRecord) and _awaits_projection(final):
-                projected = await _acall(tool.projector, None, final.raw_response, prepared.projector_args)
+                projected = await acall(tool.projector, None, final.raw_response, prepared.projector_args)
                 final = self._after_projection(final, projected, _sync_store(self.store.now_ms))
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
@@ -1303,7 +1131,7 @@ class AsyncToolBoundary(_Core):
         try:
             identities = await _async_store(self.store.completed, run_id)
             records = (
-                await _async_store(self.store.get_many, run_id, identities, include_raw=False)
+                await _async_store(async_progress_reader(self.store), run_id, identities)
                 if identities
                 else {}
             )

@@ -36,6 +36,7 @@ from attrs import frozen
 
 from ..kernel import (
     MAX_ID_LENGTH,
+    PROGRESS_FIELDS,
     RUN_TRANSITIONS,
     Admission,
     AdmissionRequest,
@@ -44,6 +45,7 @@ from ..kernel import (
     EvidenceStatus,
     InvocationStatus,
     Limits,
+    ProgressView,
     RunOp,
     RunState,
     RunStatus,
@@ -57,6 +59,7 @@ from ..kernel import (
     done_key,
     is_safe_id,
     is_well_formed,
+    is_well_formed_outcome,
     open_run,
     remaining_ms,
     run_key,
@@ -77,6 +80,8 @@ __all__ = [
     "calls_key",
     "check_prefix",
     "decode_ids",
+    "decode_progress",
+    "decode_progress_reply",
     "decode_record",
     "decode_run",
     "decode_text",
@@ -337,6 +342,89 @@ def _decode_embedded(items: Sequence[object], run_id: str, tool_call_id: str) ->
         raise CorruptReplyError("UnexpectedReply")
     raw = items[1] if decode_text(items[0]) == "1" else None
     return decode_record(items[2:], raw, run_id, tool_call_id)
+
+
+_STATUSES: Final = {status.value.encode(): status for status in InvocationStatus}
+_EVIDENCE: Final = {evidence.value.encode(): evidence for evidence in EvidenceStatus}
+_PROGRESS_WIDTH: Final = len(PROGRESS_FIELDS)
+
+
+def _as_bytes(value: object) -> bytes | None:
+    """A reply element as bytes (``decode_responses=True`` clients answer str)."""
+    if value is None or type(value) is bytes:
+        return value
+    if type(value) is str:
+        return value.encode()
+    raise CorruptReplyError("UnexpectedReply")
+
+
+def decode_progress(values: Sequence[object], run_id: str, tool_call_id: str) -> ProgressView | None:
+    """Decode one record's :data:`~invocation_store.kernel.PROGRESS_FIELDS` values; ``None`` if absent.
+
+    ``run_id`` and ``tool_call_id`` are the (safe) ids asked for. Raises
+    :class:`CorruptReplyError` for a partial record or bad values, and
+    ``IdentityMismatch`` when the record is not the one asked for (CIS-STORE-6,
+    CIS-PERF-3). Expiry is not judged here.
+    """
+    if len(values) != _PROGRESS_WIDTH:
+        raise CorruptReplyError("UnexpectedReply")
+    return _decode_progress(
+        [_as_bytes(value) for value in values], run_id.encode(), run_id, tool_call_id.encode(), tool_call_id
+    )
+
+
+def _decode_progress(
+    values: Sequence[bytes | None], run_wire: bytes, run_id: str, tcid_wire: bytes, tool_call_id: str
+) -> ProgressView | None:
+    # The hot loop of a progress read: ids are compared and enums and integers
+    # decoded as bytes; only the three free-text fields are decoded to str.
+    run, tcid, name, sequence, status, evidence, result, scope, expires = values
+    if run is None and all(value is None for value in values):
+        return None
+    if run != run_wire or tcid != tcid_wire:
+        if run is None or tcid is None:
+            raise CorruptReplyError("CorruptRecord")
+        raise CorruptReplyError("IdentityMismatch")
+    if name is None or sequence is None or expires is None or not (sequence.isdigit() and expires.isdigit()):
+        raise CorruptReplyError("CorruptRecord")
+    status_value = _STATUSES.get(status)  # type: ignore[arg-type]
+    evidence_value = None if evidence is None else _EVIDENCE.get(evidence)
+    if status_value is None or (evidence is not None and evidence_value is None):
+        raise CorruptReplyError("CorruptRecord")
+    view = ProgressView(
+        run_id,
+        tool_call_id,
+        name.decode(),
+        int(sequence),
+        status_value,
+        evidence_value,
+        None if result is None else result.decode(),
+        None if scope is None else scope.decode(),
+        int(expires),
+    )
+    if not is_well_formed_outcome(view):  # the ids are the safe ones asked for
+        raise CorruptReplyError("CorruptRecord")
+    return view
+
+
+def decode_progress_reply(
+    reply: object, run_id: str, tool_call_ids: Sequence[str]
+) -> list[ProgressView | None]:
+    """Decode a PROGRESS_SCRIPT reply for the safe ``tool_call_ids`` (in the order sent) of run ``run_id``.
+
+    One view (or None, absent) per id; raises :class:`CorruptReplyError` as
+    :func:`decode_progress` does, or for a reply of the wrong shape.
+    """
+    width = _PROGRESS_WIDTH
+    if not isinstance(reply, list) or len(reply) != width * len(tool_call_ids):
+        raise CorruptReplyError("UnexpectedReply")
+    if not all(value is None or type(value) is bytes for value in reply):
+        reply = [_as_bytes(value) for value in reply]
+    run_wire = run_id.encode()
+    return [
+        _decode_progress(reply[index * width : index * width + width], run_wire, run_id, tcid.encode(), tcid)
+        for index, tcid in enumerate(tool_call_ids)
+    ]
 
 
 def decode_run(values: Sequence[object], run_id: str) -> RunState | None:

@@ -26,6 +26,7 @@ from ..kernel import (
     CompareAndSet,
     ErrorCode,
     Limits,
+    ProgressView,
     RunState,
     admit,
     cancel_run,
@@ -180,6 +181,13 @@ class MemoryStore:
             for tcid, record in found.items()
         }
 
+    def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
+        """The progress fields of several records of one run (CIS-PERF-3); None if absent or expired."""
+        with self._lock:
+            now = self._clock()
+            found = {tcid: self._record(run_id, tcid, now) for tcid in tool_call_ids}
+        return {tcid: None if record is None else ProgressView.of(record) for tcid, record in found.items()}
+
     def completed(self, run_id: str) -> tuple[str, ...]:
         """Ordered ids of completed calls (CIS-PROG-1)."""
         with self._lock:
@@ -255,6 +263,12 @@ class AsyncMemoryStore:
     ) -> Mapping[str, CanonicalRecord | None]:
         """See :meth:`MemoryStore.get_many`."""
         return self.sync.get_many(run_id, tool_call_ids, include_raw=include_raw)
+
+    async def get_progress(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> Mapping[str, ProgressView | None]:
+        """See :meth:`MemoryStore.get_progress`."""
+        return self.sync.get_progress(run_id, tool_call_ids)
 
     async def completed(self, run_id: str) -> tuple[str, ...]:
         """See :meth:`MemoryStore.completed`."""

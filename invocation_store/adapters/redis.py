@@ -46,11 +46,13 @@ from redis.commands.core import AsyncScript, Script
 from redis.exceptions import NoScriptError
 
 from ..kernel import (
+    PROGRESS_FIELDS,
     Admission,
     AdmissionRequest,
     CanonicalRecord,
     ErrorCode,
     Limits,
+    ProgressView,
     RunState,
     call_key,
     done_key,
@@ -61,7 +63,14 @@ from ..kernel import (
 )
 from . import _redis_core as core
 from ._protocol import StoreUnavailableError
-from ._redis_scripts import COMPLETE_SCRIPT, CREATE_SCRIPT, END_RUN_SCRIPT, OPEN_RUN_SCRIPT, RUN_FIELDS
+from ._redis_scripts import (
+    COMPLETE_SCRIPT,
+    CREATE_SCRIPT,
+    END_RUN_SCRIPT,
+    OPEN_RUN_SCRIPT,
+    PROGRESS_SCRIPT,
+    RUN_FIELDS,
+)
 from .memory import wall_clock_ms
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_TIMEOUT_S", "AsyncRedisStore", "RedisStore", "UnsupportedRedisError"]
@@ -154,6 +163,7 @@ class RedisStore:
         self._end: Script = client.register_script(END_RUN_SCRIPT)
         self._create: Script = client.register_script(CREATE_SCRIPT)
         self._complete: Script = client.register_script(COMPLETE_SCRIPT)
+        self._progress: Script = client.register_script(PROGRESS_SCRIPT)  # loaded on first use
 
     @classmethod
     def from_url(
@@ -427,6 +437,34 @@ class RedisStore:
             cause = _failure("get_many", exc)
         raise StoreUnavailableError(cause)
 
+    def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
+        """The progress fields of several records of one run: one round trip (CIS-PERF-3, CIS-PROG-5).
+
+        One PROGRESS_SCRIPT call (an ``HMGET`` of
+        :data:`~invocation_store.kernel.PROGRESS_FIELDS` per record, server-side):
+        never the request text, the raw response or the token. None if absent or
+        expired by the store clock; unsafe ids map to None unread; a record of
+        another run or call, or an ill-formed one, is STORE_UNAVAILABLE (CIS-STORE-6).
+        The script is loaded on first use (NOSCRIPT, then SCRIPT LOAD and retry).
+        """
+        ids = list(tool_call_ids)
+        result: dict[str, ProgressView | None] = dict.fromkeys(ids)
+        keys = core.run_keys(self._prefix, run_id)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(tcid)] if keys is not None else []
+        if keys is None or not wanted:
+            return result
+        self.check_server()
+        try:
+            command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+            views = core.decode_progress_reply(self._evalsha(self._progress, command), run_id, wanted)
+            now = self._clock()
+            for tcid, view in zip(wanted, views, strict=True):
+                result[tcid] = live(view, now)
+            return result
+        except _FAILURES as exc:
+            cause = _failure("get_progress", exc)
+        raise StoreUnavailableError(cause)
+
     def _list(self, run_id: str, list_key: Callable[[str, str], str], operation: str) -> tuple[str, ...]:
         if not is_safe_id(run_id):
             return ()
@@ -499,6 +537,7 @@ class AsyncRedisStore:
         self._end: AsyncScript = client.register_script(END_RUN_SCRIPT)
         self._create: AsyncScript = client.register_script(CREATE_SCRIPT)
         self._complete: AsyncScript = client.register_script(COMPLETE_SCRIPT)
+        self._progress: AsyncScript = client.register_script(PROGRESS_SCRIPT)  # loaded on first use
 
     @classmethod
     def from_url(
@@ -707,6 +746,29 @@ class AsyncRedisStore:
             return result
         except _FAILURES as exc:
             cause = _failure("get_many", exc)
+        raise StoreUnavailableError(cause)
+
+    async def get_progress(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> Mapping[str, ProgressView | None]:
+        """See :meth:`RedisStore.get_progress`."""
+        ids = list(tool_call_ids)
+        result: dict[str, ProgressView | None] = dict.fromkeys(ids)
+        keys = core.run_keys(self._prefix, run_id)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(tcid)] if keys is not None else []
+        if keys is None or not wanted:
+            return result
+        await self.check_server()
+        try:
+            command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+            reply = await self._evalsha(self._progress, command)
+            views = core.decode_progress_reply(reply, run_id, wanted)
+            now = self._clock()
+            for tcid, view in zip(wanted, views, strict=True):
+                result[tcid] = live(view, now)
+            return result
+        except _FAILURES as exc:
+            cause = _failure("get_progress", exc)
         raise StoreUnavailableError(cause)
 
     async def _list(

@@ -76,6 +76,7 @@ from ._state import (
     run_usage_after,
     transition,
 )
+from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_outcome, is_well_formed_view
 
 __all__ = [
     "ERROR_MESSAGES",
@@ -83,6 +84,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_SAFE_INT",
     "PREFLIGHT_ORDER",
+    "PROGRESS_FIELDS",
     "RUN_TRANSITIONS",
     "TABLE",
     "TRANSITIONS",
@@ -99,12 +101,14 @@ __all__ = [
     "Event",
     "EvidenceStatus",
     "ExclusionReason",
+    "FactSource",
     "Failed",
     "InvocationStatus",
     "Limits",
     "ObservedFact",
     "Phase",
     "ProgressReport",
+    "ProgressView",
     "Projection",
     "ProjectionReceived",
     "RawReceived",
@@ -138,6 +142,8 @@ __all__ = [
     "is_own_create",
     "is_safe_id",
     "is_well_formed",
+    "is_well_formed_outcome",
+    "is_well_formed_view",
     "live",
     "open_run",
     "phase_of",

@@ -15,7 +15,7 @@ from typing import Any
 
 from ._codes import ErrorCode
 
-__all__ = ["check_arguments"]
+__all__ = ["check_arguments", "copy_json", "parse_arguments"]
 
 # A JSON string literal (unrolled-loop form; the closing quote is optional so that an
 # unterminated string is consumed once instead of rescanned from every quote, which
@@ -75,6 +75,16 @@ def check_arguments(text: object, max_depth: int = 64) -> ErrorCode | None:
     at most ``max_depth`` (CIS-JSON-5); integers within Python's default
     int-conversion limit (4300 digits) (CIS-JSON-6).
     """
+    parsed = parse_arguments(text, max_depth)
+    return parsed if isinstance(parsed, ErrorCode) else None
+
+
+def parse_arguments(text: object, max_depth: int = 64) -> dict[str, Any] | ErrorCode:
+    """:func:`check_arguments` that also returns what it parsed (CIS-PERF-2).
+
+    The parsed object when ``text`` is one I-JSON object (same rules), else
+    INVALID_ARGUMENTS. The object is fresh: nothing else holds it.
+    """
     if type(text) is not str:  # a str subclass could lie about its own characters
         return ErrorCode.INVALID_ARGUMENTS
     try:
@@ -91,4 +101,20 @@ def check_arguments(text: object, max_depth: int = 64) -> ErrorCode | None:
     except (ValueError, RecursionError, UnicodeError, TypeError):
         # json.JSONDecodeError, _RejectError and int-limit errors are ValueErrors.
         return ErrorCode.INVALID_ARGUMENTS
-    return None
+    return value
+
+
+def copy_json(value: Any) -> Any:
+    """An independent copy of a parsed JSON value (CIS-PERF-2).
+
+    Objects and arrays are copied, recursively; strings, numbers, booleans and
+    ``None`` are immutable and shared. Several times cheaper than parsing the text
+    again or ``copy.deepcopy`` (``benchmarks/bench_invocation.py`` measures it).
+    The value must come from a parse bounded in depth (:func:`parse_arguments`).
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    return value

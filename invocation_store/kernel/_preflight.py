@@ -20,14 +20,16 @@ callers (the oracle, tests) that hold a snapshot.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._codes import ErrorCode
 from ._ids import check_tool_call_id
-from ._ijson import check_arguments
+from ._ijson import parse_arguments
 from ._models import CanonicalRecord, Limits, RunContext, RunState, ToolCallEnvelope, ToolPolicy
 from ._sizes import utf8_len
 from ._state import AdmissionRequest, admit
 
-__all__ = ["PREFLIGHT_ORDER", "check_envelope", "preflight"]
+__all__ = ["PREFLIGHT_ORDER", "check_envelope", "parse_envelope", "preflight"]
 
 #: The preflight order as codes, earliest first (CIS-PRE-2). INVALID_ARGUMENTS is
 #: listed once although both rule sets (JSON and size) are checked in place.
@@ -60,6 +62,22 @@ def check_envelope(
     (CIS-PRE-2). ``policy`` is the harness's declaration of the tool named by the
     envelope; ``None`` (unknown tool) is UNAUTHORIZED.
     """
+    checked = parse_envelope(context, envelope, policy, limits)
+    return checked if isinstance(checked, ErrorCode) else None
+
+
+def parse_envelope(
+    context: RunContext,
+    envelope: ToolCallEnvelope,
+    policy: ToolPolicy | None,
+    limits: Limits,
+) -> ErrorCode | dict[str, Any]:
+    """:func:`check_envelope` that returns the parsed arguments when all checks pass.
+
+    Same checks, same order, same codes; on success the arguments object the I-JSON
+    check parsed (fresh, held by nothing else), so that callers never parse the text
+    a second time (CIS-PERF-2).
+    """
     code = check_tool_call_id(envelope.tool_call_id)
     if code is not None:
         return code
@@ -68,9 +86,10 @@ def check_envelope(
     if type(envelope.run_id) is not str or envelope.run_id != context.run_id:
         return ErrorCode.RUN_MISMATCH
     arguments = envelope.arguments
-    if check_arguments(arguments, limits.max_json_depth) is not None:
+    parsed = parse_arguments(arguments, limits.max_json_depth)
+    if isinstance(parsed, ErrorCode):
         return ErrorCode.INVALID_ARGUMENTS
-    assert isinstance(arguments, str)  # check_arguments accepts only str
+    assert isinstance(arguments, str)  # parse_arguments accepts only str
     size = utf8_len(arguments)
     if size is None or size > limits.request_bytes:
         return ErrorCode.REQUEST_TOO_LARGE
@@ -84,7 +103,7 @@ def check_envelope(
         return ErrorCode.UNAUTHORIZED
     if policy.read_only is not True:
         return ErrorCode.NOT_READ_ONLY
-    return None
+    return parsed
 
 
 def preflight(

@@ -17,6 +17,7 @@ from attrs import frozen
 from ._ids import is_safe_id
 from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, Limits
 from ._sizes import utf8_len
+from ._views import FactSource
 
 __all__ = [
     "Citation",
@@ -104,7 +105,7 @@ class ProgressReport:
 
 
 def classify(
-    run_id: str, tool_call_id: str, record: CanonicalRecord | None, now_ms: int
+    run_id: str, tool_call_id: str, record: CanonicalRecord | FactSource | None, now_ms: int
 ) -> ExclusionReason | None:
     """Return why ``record`` (read under ``run_id``/``tool_call_id``) is not citable, or None."""
     if not is_safe_id(tool_call_id):
@@ -151,14 +152,15 @@ def cite(run_id: str, tool_call_id: str, record: CanonicalRecord | None, now_ms:
 def project_progress(
     run_id: str,
     identities: Sequence[str],
-    records: Mapping[str, CanonicalRecord | None],
+    records: Mapping[str, CanonicalRecord | None] | Mapping[str, FactSource | None],
     now_ms: int,
     limits: Limits,
 ) -> ProgressReport:
     """Turn the tracker's ordered identities into bounded observed facts (CIS-PROG-2..4).
 
     ``identities`` are tool_call_ids in execution order (duplicates keep the first);
-    ``records`` maps each to what the store read (``None`` if absent). Keeps only
+    ``records`` maps each to what the store read (``None`` if absent): records, or
+    just their progress fields (:class:`ProgressView`, CIS-PERF-3). Keeps only
     READY records of ``run_id`` (CIS-PROG-3), at most ``limits.max_facts`` facts and
     ``limits.max_fact_bytes`` UTF-8 bytes of content + scope (CIS-PROG-4).
     """

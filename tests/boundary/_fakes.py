@@ -22,7 +22,7 @@ from invocation_store import (
     ToolRegistry,
     ToolSpec,
 )
-from invocation_store.kernel import CanonicalRecord
+from invocation_store.kernel import CanonicalRecord, ProgressView
 
 RUN = "run-1"
 OTHER_RUN = "run-2"
@@ -182,6 +182,7 @@ class CountingStore(StoreWrapper):
         "complete",
         "get",
         "get_many",
+        "get_progress",
         "completed",
         "calls",
         "ttl_remaining_ms",
@@ -248,7 +249,8 @@ class TrackerStore(StoreWrapper):
 
     Simulates a tracker holding identities that must be excluded from progress:
     ``extra_ids`` are appended to ``completed``; ``records`` replace what
-    ``get_many`` returns for their ids (e.g. an other-run or an expired record).
+    ``get_many`` and ``get_progress`` return for their ids (e.g. an other-run or an
+    expired record).
     """
 
     def __init__(
@@ -268,4 +270,12 @@ class TrackerStore(StoreWrapper):
         self.get_many_calls += 1
         found = dict(self.inner.get_many(run_id, ids, **kwargs))
         found.update({k: v for k, v in self.records.items() if k in ids})
+        return found
+
+    def get_progress(self, run_id: str, ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
+        self.get_many_calls += 1
+        found = dict(self.inner.get_progress(run_id, ids))
+        found.update(
+            {k: None if v is None else ProgressView.of(v) for k, v in self.records.items() if k in ids}
+        )
         return found

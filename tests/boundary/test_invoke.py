@@ -736,6 +736,22 @@ def test_executor_cannot_change_what_the_projector_sees(store: Any) -> None:
     assert store.get(RUN, "call_1").request_json == '{"q":"disk"}'
 
 
+def test_nested_mutations_by_the_executor_do_not_reach_the_projector(store: Any) -> None:
+    """CIS-PERF-2, CIS-BND-5: the projector's copy of the one parse shares no object or array."""
+
+    def mutating(args: dict[str, Any]) -> str:
+        args["f"]["levels"].append("DEBUG")
+        args["f"]["since"] = "tampered"
+        return "raw"
+
+    projector = FakeProjector()
+    boundary = boundary_for(store, tool(mutating, projector))
+    context = open_run(boundary)
+    arguments = '{"f":{"levels":["ERROR"],"since":"1d"}}'
+    assert boundary.invoke(context, envelope(arguments=arguments)).ok
+    assert projector.calls == [("raw", {"f": {"levels": ["ERROR"], "since": "1d"}})]
+
+
 def test_programming_errors_raise(store: Any) -> None:
     """CIS-KERN-2: a non-RunContext or non-envelope is a TypeError, not a code."""
     boundary = boundary_for(store)

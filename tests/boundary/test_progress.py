@@ -163,7 +163,7 @@ def test_progress_is_one_batched_read_without_raw(store: Any) -> None:
     counting = CountingStore(store)
     report = boundary_for(counting).project_progress(context)
     assert len(report.facts) == 5
-    assert counting.log == ["completed", "get_many"]
+    assert counting.log == ["completed", "get_progress"]
 
 
 def test_progress_of_an_empty_run_reads_no_records(store: Any) -> None:
@@ -315,7 +315,7 @@ def test_a_sweep_during_projection_wins_the_compare_and_set(store: Any, clock: F
 
 @pytest.mark.parametrize(
     ("operation", "fail_on"),
-    [("progress", "completed"), ("progress", "get_many"), ("cite", "get"), ("sweep", "calls")],
+    [("progress", "completed"), ("progress", "get_progress"), ("cite", "get"), ("sweep", "calls")],
 )
 def test_read_failures_raise_a_safe_store_unavailable(store: Any, operation: str, fail_on: str) -> None:
     """CIS-FAIL-5, CIS-ERR-1: read paths raise StoreUnavailableError with fixed text, nothing chained."""

@@ -218,7 +218,7 @@ def run_sync_paths(store: Any, clock: FakeClock) -> list[str]:
         result = failing.invoke(context, envelope(f"c_store_{fail_on}", tool_name="ok", arguments=ARGS))
         assert result.code is ErrorCode.STORE_UNAVAILABLE
         texts.extend(texts_of_result(result))
-    reads = ("completed", "get_many", "get", "calls", "open_run", "cancel_run", "close_run")
+    reads = ("completed", "get_many", "get_progress", "get", "calls", "open_run", "cancel_run", "close_run")
     failing = ToolBoundary(FailingStore(store, reads), registry(), limits=LIMITS)
     for call in (
         lambda: failing.project_progress(context),

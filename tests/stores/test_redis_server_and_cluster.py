@@ -11,7 +11,7 @@ from attrs import evolve
 from redis.cluster import RedisCluster
 
 from invocation_store.adapters import RedisStore
-from invocation_store.kernel import ErrorCode, RunState, RunStatus, call_key, done_key, run_key
+from invocation_store.kernel import ErrorCode, ProgressView, RunState, RunStatus, call_key, done_key, run_key
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import (
     HOW_TO_GET_REDIS,
@@ -76,7 +76,8 @@ def cluster_urls(binary: str) -> Iterator[list[str]]:
 @pytest.mark.redis
 @pytest.mark.slow
 def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str]) -> None:
-    """CIS-KEY-2, CIS-STORE-2, CIS-STORE-3: on a 3-master cluster every script and read stays in one slot."""
+    """CIS-KEY-2, CIS-STORE-2, CIS-STORE-3, CIS-PERF-3: on a 3-master cluster every script and read
+    stays in one slot."""
     clock = FakeClock()
     client = RedisCluster.from_url(cluster_urls[0])
     store = RedisStore(client, prefix="cluster", clock=clock)
@@ -102,6 +103,10 @@ def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str]) 
             assert store.complete(first, done) == done
             assert store.complete(first, done) == done
             assert dict(store.get_many(run, ["call_1", "call_2"])) == {"call_1": done, "call_2": second}
+            assert dict(store.get_progress(run, ["call_1", "call_2"])) == {
+                "call_1": ProgressView.of(done),
+                "call_2": ProgressView.of(second),
+            }
             assert store.calls(run) == ("call_1", "call_2")
             assert store.completed(run) == ("call_1",)
             assert store.ttl_remaining_ms(run, "call_1") is not None
