@@ -280,13 +280,17 @@ def _code(value: Any, where: str) -> ErrorCode:
     return ErrorCode(value)
 
 
+def _codec_path(where: str, exc: CodecError) -> str:
+    """``where`` plus the field cattrs named (its message ends with the dotted path)."""
+    field_path = str(exc).rsplit(" ", 1)[-1]
+    return where if field_path == "<root>" else f"{where}.{field_path}"
+
+
 def _record(value: Any, where: str) -> CanonicalRecord:
     try:
         return record_from_obj(value)
     except CodecError as exc:
-        raise _ShapeError(
-            f"{where}.{exc}" if str(exc) != "<root>" else where, "not a canonical record"
-        ) from None
+        raise _ShapeError(_codec_path(where, exc), "not a canonical record") from None
 
 
 def _opt_record(value: Any, where: str) -> CanonicalRecord | None:
@@ -297,7 +301,7 @@ def _run(value: Any, where: str) -> RunState:
     try:
         return run_state_from_obj(value)
     except CodecError as exc:
-        raise _ShapeError(f"{where}.{exc}" if str(exc) != "<root>" else where, "not a run state") from None
+        raise _ShapeError(_codec_path(where, exc), "not a run state") from None
 
 
 def _opt_run(value: Any, where: str) -> RunState | None:
@@ -372,10 +376,11 @@ def _result(name: str, raw: Any) -> Result:
     if name == "create":
         obj = _members(raw, "result", ("code", "replayed", "record", "run"))
         if obj["code"] is not None:
+            code = _code(obj["code"], "result.code")
             for key in ("replayed", "record", "run"):
                 if obj[key] is not None:
                     raise _ShapeError(f"result.{key}", "must be null when a code is given")
-            return _code(obj["code"], "result.code")
+            return code
         return Admission(
             run=_run(obj["run"], "result.run"),
             record=_record(obj["record"], "result.record"),
@@ -422,9 +427,9 @@ def _parse(line: bytes | str, number: int) -> dict[str, Any]:
 
 
 def _header(obj: dict[str, Any]) -> tuple[Limits, str | None]:
-    _members(obj, "<line>", ("type", "format", "version", "limits"), ("implementation",))
     if obj["type"] != "header":
         raise _ShapeError("type", "the first line must be the header")
+    _members(obj, "<line>", ("type", "format", "version", "limits"), ("implementation",))
     if obj["format"] != HISTORY_FORMAT:
         raise _ShapeError("format", f"expected {HISTORY_FORMAT!r}")
     if obj["version"] != HISTORY_VERSION or isinstance(obj["version"], bool):
