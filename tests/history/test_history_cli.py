@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,9 +146,6 @@ def test_unreadable_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: P
 
 def test_reads_standard_input(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-2: '-' reads the history from standard input."""
-    import io
-    import sys
-
     text = _duplicate_history(both_admitted=True).text()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     code, out, _ = _run(capsys, "-")
