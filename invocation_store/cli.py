@@ -18,7 +18,7 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS = ("replay", "inspect", "fuzz", "check_trace")
+SUBCOMMANDS = ("replay", "inspect", "fuzz", "check_trace", "check_history", "model_check")
 
 
 def _version() -> str:

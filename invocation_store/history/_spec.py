@@ -1,0 +1,170 @@
+"""The sequential specification of one run's store state, decided by the kernel (CIS-HIST-2).
+
+Theory of operation
+-------------------
+Linearizability is judged against a *sequential* object: here, what one store
+holds for one run (the run state, the run's records by tool_call_id, its completed
+ids and its admitted ids), with every decision taken by the kernel exactly as the
+memory store takes it (:func:`~invocation_store.kernel.admit`,
+:func:`~invocation_store.kernel.decide_completion`, the run functions), at the
+operation's own ``now_ms``. Every store operation names one run and reads or writes
+only that run's part of the state: the store is a product of independent per-run
+objects, so by the locality of linearizability (Herlihy & Wing 1990, theorem 1) a
+history is linearizable iff each run's sub-history is. The checker therefore
+searches run by run.
+
+States are immutable tuples (hashable, so the search can memoise them):
+``(run, records, done, calls)`` with ``records`` a tuple of ``(tool_call_id,
+record)`` pairs sorted by id.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+
+from attrs import evolve
+
+from ..kernel import (
+    Admission,
+    CanonicalRecord,
+    CompareAndSet,
+    ErrorCode,
+    RunState,
+    admit,
+    cancel_run,
+    close_run,
+    decide_completion,
+    live,
+    open_run,
+)
+from ._format import HistoryOp
+
+__all__ = ["EMPTY", "RunModel", "apply", "rule_of"]
+
+#: ``(run, records, done, calls)`` of one run.
+RunModel: TypeAlias = tuple[
+    RunState | None, tuple[tuple[str, CanonicalRecord], ...], tuple[str, ...], tuple[str, ...]
+]
+
+#: The state of a run nobody has opened.
+EMPTY: Final[RunModel] = (None, (), (), ())
+
+
+def _live_run(run: RunState | None, now_ms: int) -> RunState | None:
+    return live(run, now_ms)
+
+
+def _lookup(records: tuple[tuple[str, CanonicalRecord], ...], tool_call_id: str) -> CanonicalRecord | None:
+    for tcid, record in records:
+        if tcid == tool_call_id:
+            return record
+    return None
+
+
+def _live_record(records: tuple[tuple[str, CanonicalRecord], ...], tool_call_id: str, now_ms: int) -> Any:
+    return live(_lookup(records, tool_call_id), now_ms)
+
+
+def _put(
+    records: tuple[tuple[str, CanonicalRecord], ...], record: CanonicalRecord
+) -> tuple[tuple[str, CanonicalRecord], ...]:
+    kept = [(tcid, old) for tcid, old in records if tcid != record.tool_call_id]
+    kept.append((record.tool_call_id, record))
+    kept.sort(key=lambda pair: pair[0])
+    return tuple(kept)
+
+
+def apply(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
+    """Run ``op`` on ``state``: ``(the result the store must return, the next state)``.
+
+    The result has the store protocol's type (``RunState | ErrorCode`` for run
+    operations, ``Admission | ErrorCode`` for ``create``, ``CanonicalRecord |
+    ErrorCode`` for ``complete``, ``CanonicalRecord | None`` for ``get``, a dict for
+    ``get_many``, a tuple of ids for ``completed`` and ``calls``).
+    """
+    run, records, done, calls = state
+    now = op.now_ms
+    current = _live_run(run, now)
+    name = op.name
+    if name == "create":
+        request, limits = op.args
+        existing = _live_record(records, request.tool_call_id, now)
+        admission = admit(current, existing, request, limits)
+        if isinstance(admission, Admission) and not admission.replayed:
+            return admission, (
+                admission.run,
+                _put(records, admission.record),
+                done,
+                (*calls, request.tool_call_id),
+            )
+        return admission, state
+    if name == "complete":
+        before, after = op.args
+        stored = _live_record(records, before.tool_call_id, now)
+        effect = decide_completion(stored, before, after, current, now)
+        if isinstance(effect, ErrorCode):
+            return effect, state
+        if effect.action is CompareAndSet.REPLAY:
+            return effect.record, state
+        records = _put(records, effect.record)
+        if effect.run is not None:
+            run = effect.run
+        if effect.append_done:
+            done = (*done, after.tool_call_id)
+        return effect.record, (run, records, done, calls)
+    if name == "get":
+        return _live_record(records, op.args["tool_call_id"], now), state
+    if name == "get_many":
+        found = {tcid: _live_record(records, tcid, now) for tcid in op.args["tool_call_ids"]}
+        if not op.args["include_raw"]:
+            found = {
+                tcid: None if rec is None else evolve(rec, raw_response=None) for tcid, rec in found.items()
+            }
+        return found, state
+    if name in ("completed", "calls"):
+        if current is None:
+            return (), state
+        return (done if name == "completed" else calls), state
+    if name == "get_run":
+        return current, state
+    if name == "open_run":
+        result = open_run(current, run_id=op.run_id, now_ms=now, **op.args)
+        if isinstance(result, ErrorCode) or result is current:
+            return result, state
+        # A fresh run: the lists of a lapsed one lapsed with it.
+        return result, (result, records, (), ())
+    if name in ("cancel_run", "close_run"):
+        ended = cancel_run(current, now) if name == "cancel_run" else close_run(current, now)
+        if isinstance(ended, ErrorCode):
+            return ended, state
+        return ended, (ended, records, done, calls)
+    raise ValueError(f"unknown history operation {name!r}")
+
+
+_CREATE_RULES: Final = {
+    ErrorCode.DUPLICATE_TOOL_CALL: "CIS-ID-5",
+    ErrorCode.TOOL_BUDGET_EXHAUSTED: "CIS-RUN-5",
+    ErrorCode.RUN_BYTES_EXHAUSTED: "CIS-RUN-6",
+    ErrorCode.RUN_INACTIVE: "CIS-RUN-3",
+    ErrorCode.RUN_DEADLINE_EXCEEDED: "CIS-RUN-4",
+}
+
+
+def rule_of(op: HistoryOp, expected: Any) -> str:
+    """The requirement whose rule decided ``expected`` for ``op`` (for failure reports)."""
+    name = op.name
+    if name == "create":
+        if isinstance(expected, ErrorCode):
+            return _CREATE_RULES.get(expected, "CIS-PRE-8")
+        if isinstance(op.result, ErrorCode):
+            return _CREATE_RULES.get(op.result, "CIS-PRE-8")
+        if isinstance(op.result, Admission) and op.result.replayed != expected.replayed:
+            return "CIS-RETRY-2"
+        return "CIS-PRE-8"
+    if name == "complete":
+        return "CIS-STORE-3"
+    if name in ("open_run", "cancel_run", "close_run", "get_run"):
+        return "CIS-RUN-2" if name != "open_run" else "CIS-RUN-1"
+    if name in ("completed", "calls"):
+        return "CIS-PROG-1"
+    return "CIS-STORE-1"
