@@ -6,7 +6,16 @@ is re-exported here; the underscore modules are private.
 """
 
 from ._codes import ERROR_MESSAGES, ErrorCode
-from ._ids import MAX_ID_LENGTH, call_key, check_tool_call_id, done_key, is_safe_id, run_key
+from ._ids import (
+    BLANK_CODE_POINTS,
+    MAX_ID_LENGTH,
+    call_key,
+    check_tool_call_id,
+    done_key,
+    is_blank,
+    is_safe_id,
+    run_key,
+)
 from ._ijson import check_arguments
 from ._models import (
     CanonicalRecord,
@@ -31,7 +40,7 @@ from ._refs import (
     classify,
     project_progress,
 )
-from ._sizes import record_bytes, utf8_len
+from ._sizes import record_bytes, text_bytes, utf8_len
 from ._state import (
     FAILURE_CODES,
     MAX_SAFE_INT,
@@ -60,6 +69,7 @@ from ._state import (
 )
 
 __all__ = [
+    "BLANK_CODE_POINTS",
     "ERROR_MESSAGES",
     "FAILURE_CODES",
     "MAX_ID_LENGTH",
@@ -105,6 +115,7 @@ __all__ = [
     "close_run",
     "decide_complete",
     "done_key",
+    "is_blank",
     "is_safe_id",
     "is_well_formed",
     "open_run",
@@ -114,6 +125,7 @@ __all__ = [
     "record_bytes",
     "run_key",
     "run_usage_after",
+    "text_bytes",
     "transition",
     "utf8_len",
 ]
