@@ -69,8 +69,10 @@ from ..kernel import (
 from ._views import limits_view
 
 __all__ = [
+    "INVALID_INPUT",
     "VECTOR_FORMAT",
     "VECTOR_VERSION",
+    "UnknownKindError",
     "dump_document",
     "generate_vectors",
     "preflight_outcome",
@@ -982,8 +984,30 @@ def dump_document(document: dict[str, Any]) -> str:
 # Replaying a vector
 
 
+class UnknownKindError(LookupError):
+    """A vector of a kind this runner does not know."""
+
+
+#: The outcome of a vector whose input the kernel refuses as a caller's error (an
+#: exception, not a domain code): a negative TTL, a budget over 2**53 - 1, a
+#: completion that changes the record's identity. CIS-KERN-2.
+INVALID_INPUT: Final = {"invalid_input": True}
+
+
 def run_vector(vector: dict[str, Any]) -> dict[str, Any]:
-    """Replay one vector through the kernel; returns what the kernel gives, shaped like ``expect``."""
+    """Replay one vector through the kernel; returns what the kernel gives, shaped like ``expect``.
+
+    A kernel ``ValueError`` or ``TypeError`` (a programming error, CIS-KERN-2) is the
+    outcome ``{"invalid_input": true}``; raises :class:`UnknownKindError` for a kind
+    it does not know.
+    """
+    try:
+        return _replay(vector)
+    except (ValueError, TypeError):
+        return dict(INVALID_INPUT)
+
+
+def _replay(vector: dict[str, Any]) -> dict[str, Any]:
     kind = vector["kind"]
     if kind == "transition":
         result = transition(
@@ -1009,5 +1033,5 @@ def run_vector(vector: dict[str, Any]) -> dict[str, Any]:
 
     runner = RUNNERS.get(kind)
     if runner is None:
-        raise ValueError("unknown vector kind")
+        raise UnknownKindError(kind)
     return runner(vector)

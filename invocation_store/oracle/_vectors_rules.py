@@ -47,9 +47,14 @@ from ..kernel import (
     RunState,
     RunStatus,
     SweptStale,
+    call_key,
+    check_arguments,
     cite,
     decide_complete,
+    done_key,
+    is_well_formed,
     project_progress,
+    run_key,
     run_usage_after,
     transition,
 )
@@ -72,6 +77,7 @@ from ._vectors import (
     record_json,
     run_from_json,
     run_json,
+    run_vector,
 )
 from ._views import citation_view, limits_view, progress_view
 
@@ -397,6 +403,16 @@ def _arguments_document() -> dict[str, Any]:
         ("brackets-in-strings", '{"a":"[[[[[[{{{{{{"}', "brackets inside strings do not count"),
         ("escaped-quote", '{"a":"\\"[[[[[[[["}', "an escaped quote does not end the string"),
         ("closers-in-strings", '{"a":"]]]]}}}}","b":{"c":{"d":{}}}}', "closers in strings do not count"),
+        (
+            "depth-4-with-siblings",
+            '{"a":{"b":{"c":{}}},"d":[]}',
+            "depth 4 with six brackets in all: accepted",
+        ),
+        (
+            "depth-5-after-sibling",
+            '{"a":{},"b":{"c":{"d":{"e":{}}}}}',
+            "a closed sibling does not lower the depth",
+        ),
     ]:
         add(f"depth/{label}", text, description, depth)
     return _document(
@@ -807,6 +823,22 @@ def _limits_document() -> dict[str, Any]:
         _projecting(),
         _projection("EVIDENCE_FOUND", "found", ""),
     )
+    for label, content, scope_value, description in [
+        ("content-null", None, "web", "content that is not text"),
+        ("scope-number", "found", 7, "a scope that is not text"),
+        ("content-lone-surrogate", "bad \ud800", "web", "content with no UTF-8 form"),
+        ("scope-lone-surrogate", "found", "bad \ud800", "a scope with no UTF-8 form"),
+    ]:
+        add(
+            f"projection/{label}",
+            f"{description}: PROJECTION_INVALID, raw kept",
+            ["CIS-EVID-2", "CIS-EVID-5"],
+            _projecting(),
+            ProjectionReceived(
+                projection=Projection(evidence_status="EVIDENCE_FOUND", content=content, scope=scope_value),  # type: ignore[arg-type]
+                now_ms=now,
+            ),
+        )
     add(
         "evidence/lowercase",
         "evidence status strings are exact: evidence_found is invalid",
@@ -1001,6 +1033,17 @@ def _completion_document() -> dict[str, Any]:
             before,
             before,
             too_big,
+        ),
+        _complete_vector(
+            "one-byte",
+            charge,
+            "an ERROR keeping a 1-byte raw response: 1 byte charged",
+            before,
+            before,
+            _step(
+                _step(before, RawReceived(raw_response="R", now_ms=_NOW + 5)),
+                Failed(code=ErrorCode.PROJECTION_FAILED, now_ms=_NOW + 6),
+            ),
         ),
         _complete_vector(
             "stored-raw-already",
@@ -1210,6 +1253,13 @@ def _references_document() -> dict[str, Any]:
         "call{1}",
         evolve(found, tool_call_id="call{1}"),
     )
+    cite_vector(
+        "ready-bad-evidence",
+        "a READY record whose evidence status is ERROR (a corrupt record): not referencable, ERROR",
+        ["CIS-REF-3", "CIS-EVID-1"],
+        _CALL,
+        evolve(found, evidence_status=EvidenceStatus.ERROR),
+    )
 
     def progress_vector(  # noqa: PLR0917 - a vector's fields, in file order
         label: str,
@@ -1283,6 +1333,17 @@ def _references_document() -> dict[str, Any]:
         ["CIS-PROG-4"],
         ["call_1", "call_2"],
         {"call_1": big[0], "call_2": big[1]},
+    )
+    progress_vector(
+        "bytes-exact-empty-parts",
+        "32 bytes of content with an empty scope + 32 bytes of scope with empty content = 64: both "
+        "kept (an empty part counts 0 bytes)",
+        ["CIS-PROG-4"],
+        ["call_1", "call_2"],
+        {
+            "call_1": _done("call_1", "c" * 32, "", sequence=1),
+            "call_2": _done("call_2", "", "s" * 32, sequence=2),
+        },
     )
     over = _done("call_2", "c" * 30, "web", sequence=2)
     progress_vector(
@@ -1492,22 +1553,290 @@ def _run_lifecycle_document() -> dict[str, Any]:
     )
 
 
+# ---------------------------------------------------------------------------
+# Unit kinds: the I-JSON check alone, record well-formedness, keys, caller errors
+
+
+def arguments_outcome(vector: dict[str, Any]) -> dict[str, Any]:
+    """The I-JSON check alone (CIS-JSON-1..6): ``{"code": null | "INVALID_ARGUMENTS"}``."""
+    code = check_arguments(vector["text"], vector["max_json_depth"])
+    return {"code": None if code is None else code.value}
+
+
+def well_formed_outcome(vector: dict[str, Any]) -> dict[str, Any]:
+    """Whether a stored record is a state the lifecycle can produce (CIS-STORE-6)."""
+    record = record_from_json(vector["record"])
+    assert record is not None
+    return {"well_formed": is_well_formed(record)}
+
+
+def keys_outcome(vector: dict[str, Any]) -> dict[str, Any]:
+    """The store keys of a run and a call (CIS-KEY-1); an unsafe part is invalid input."""
+    prefix, run_id, tool_call_id = vector["prefix"], vector["run_id"], vector["tool_call_id"]
+    return {
+        "run_key": run_key(prefix, run_id),
+        "done_key": done_key(prefix, run_id),
+        "call_key": call_key(prefix, run_id, tool_call_id),
+    }
+
+
+def _ijson_document(arguments: dict[str, Any]) -> dict[str, Any]:
+    vectors = []
+    for source in arguments["vectors"]:
+        if not any(req.startswith("CIS-JSON-") for req in source["requirements"]):
+            continue
+        vector: dict[str, Any] = {
+            "id": "ijson/" + source["id"].split("/", 1)[1],
+            "kind": "arguments",
+            "requirements": source["requirements"],
+            "description": source["description"],
+            "text": source["envelope"]["arguments"],
+            "max_json_depth": source["limits"]["max_json_depth"],
+        }
+        vector["expect"] = arguments_outcome(vector)
+        vectors.append(vector)
+    return _document(
+        "The I-JSON check alone: is `text` one I-JSON object with nesting depth at most "
+        "`max_json_depth`? Expect `code` null or INVALID_ARGUMENTS. The same cases as the "
+        "CIS-JSON vectors of arguments.json, without the rest of preflight.",
+        ["CIS-JSON-1", "CIS-JSON-2", "CIS-JSON-3", "CIS-JSON-4", "CIS-JSON-5", "CIS-JSON-6", "CIS-SPEC-3"],
+        {"vectors": vectors},
+    )
+
+
+def _well_formed_document() -> dict[str, Any]:
+    projecting = _awaiting_raw()
+    ready = _done(_CALL)
+    negative = _done(_CALL, "", "kb", negative=True)
+    error = _step(projecting, Failed(code=ErrorCode.EXECUTION_FAILED, now_ms=_NOW + 1))
+    cases: list[tuple[str, str, CanonicalRecord]] = [
+        ("projecting", "a PROJECTING record: no evidence, code, result or scope", projecting),
+        ("projecting-with-raw", "raw_response is not judged", evolve(projecting, raw_response="RAW")),
+        ("ready", "READY + EVIDENCE_FOUND with a result and a scope", ready),
+        ("ready-negative", "READY + NO_EVIDENCE", negative),
+        ("error", "ERROR + evidence ERROR + a code", error),
+        (
+            "projecting-evidence",
+            "PROJECTING with an evidence status",
+            evolve(projecting, evidence_status=EvidenceStatus.EVIDENCE_FOUND),
+        ),
+        (
+            "projecting-code",
+            "PROJECTING with an error code",
+            evolve(projecting, error_code=ErrorCode.EXECUTION_FAILED),
+        ),
+        ("projecting-result", "PROJECTING with an agent result", evolve(projecting, agent_result="x")),
+        ("projecting-scope", "PROJECTING with a scope", evolve(projecting, scope="x")),
+        (
+            "ready-evidence-error",
+            "READY with evidence ERROR",
+            evolve(ready, evidence_status=EvidenceStatus.ERROR),
+        ),
+        ("ready-no-evidence-status", "READY with no evidence status", evolve(ready, evidence_status=None)),
+        ("ready-code", "READY with an error code", evolve(ready, error_code=ErrorCode.EXECUTION_FAILED)),
+        ("ready-no-result", "READY without an agent result", evolve(ready, agent_result=None)),
+        ("ready-no-scope", "READY without a scope", evolve(ready, scope=None)),
+        (
+            "error-evidence-found",
+            "ERROR with evidence FOUND",
+            evolve(error, evidence_status=EvidenceStatus.EVIDENCE_FOUND),
+        ),
+        ("error-no-code", "ERROR without a code", evolve(error, error_code=None)),
+        ("error-result", "ERROR with an agent result", evolve(error, agent_result="x")),
+        ("error-scope", "ERROR with a scope", evolve(error, scope="x")),
+        ("unsafe-run-id", "an unsafe run id", evolve(ready, run_id="run 1")),
+        ("unsafe-tool-call-id", "an unsafe tool_call_id", evolve(ready, tool_call_id="call 1")),
+        ("sequence-0", "sequence 0: positions start at 1", evolve(ready, sequence=0)),
+        ("sequence-1", "sequence 1", evolve(ready, sequence=1)),
+        (
+            "expiry-at-creation",
+            "expires_at_ms = created_at_ms: a TTL of 0",
+            evolve(ready, expires_at_ms=ready.created_at_ms),
+        ),
+        (
+            "expiry-after-creation",
+            "expires_at_ms = created_at_ms + 1",
+            evolve(ready, expires_at_ms=ready.created_at_ms + 1),
+        ),
+    ]
+    vectors = []
+    for label, description, record in cases:
+        vector: dict[str, Any] = {
+            "id": f"well-formed/{label}",
+            "kind": "well_formed",
+            "requirements": ["CIS-STORE-6", "CIS-LIFE-5", "CIS-EVID-1"],
+            "description": description,
+            "record": record_json(record),
+        }
+        vector["expect"] = well_formed_outcome(vector)
+        vectors.append(vector)
+    return _document(
+        "Which stored records are states the lifecycle can produce (`well_formed`): a store that "
+        "reads one that is not answers STORE_UNAVAILABLE instead of serving it.",
+        ["CIS-STORE-6", "CIS-LIFE-5", "CIS-EVID-1", "CIS-SPEC-3"],
+        {"vectors": vectors},
+    )
+
+
+def _keys_document() -> dict[str, Any]:
+    vectors = []
+    for label, prefix, run_id, tool_call_id, description in [
+        ("layout", "cis", _RUN, _CALL, "<prefix>:{<run_id>}:run, :done and :call:<tool_call_id>"),
+        ("colon-id", "app:cis", _RUN, "functions.get:0", "colons in the prefix and the id are kept"),
+        ("empty-prefix", "", _RUN, _CALL, "an empty prefix is invalid input"),
+        ("brace-prefix-open", "a{b", _RUN, _CALL, "a prefix with { is invalid input"),
+        ("brace-prefix-close", "a}b", _RUN, _CALL, "a prefix with } is invalid input"),
+        ("unsafe-run", "cis", "run{1}", _CALL, "an unsafe run id is invalid input"),
+        ("unsafe-call", "cis", _RUN, "call}1", "an unsafe tool_call_id is invalid input"),
+    ]:
+        vector: dict[str, Any] = {
+            "id": f"keys/{label}",
+            "kind": "keys",
+            "requirements": ["CIS-KEY-1", "CIS-KEY-2", "CIS-KEY-3"],
+            "description": description,
+            "prefix": prefix,
+            "run_id": run_id,
+            "tool_call_id": tool_call_id,
+        }
+        vector["expect"] = run_vector(vector)
+        vectors.append(vector)
+    return _document(
+        "Store keys (`keys`): the run, done-list and call keys of `prefix`, `run_id`, "
+        "`tool_call_id`; an unsafe part is `invalid_input`.",
+        ["CIS-KEY-1", "CIS-KEY-2", "CIS-KEY-3", "CIS-SPEC-3"],
+        {"vectors": vectors},
+    )
+
+
+def _invalid_input_document() -> dict[str, Any]:
+    """Inputs the kernel refuses as a caller's error (CIS-KERN-2), and their valid neighbours."""
+    vectors: list[dict[str, Any]] = []
+    parameters = {
+        "run_id": _RUN,
+        "deadline_ms": _NOW + 600_000,
+        "ttl_ms": _TTL,
+        "tool_call_budget": 3,
+        "byte_budget": 1000,
+    }
+    top = 2**53 - 1
+
+    def open_vector(label: str, description: str, now: int, **changes: Any) -> None:
+        vector: dict[str, Any] = {
+            "id": f"invalid/open/{label}",
+            "kind": "run",
+            "requirements": ["CIS-KERN-2", "CIS-RUN-1"],
+            "description": description,
+            "operation": "open",
+            "before": None,
+            "now_ms": now,
+            "parameters": {**parameters, **changes},
+        }
+        vector["expect"] = run_vector(vector)
+        vectors.append(vector)
+
+    open_vector("now-0", "now 0 is the epoch: valid", 0, deadline_ms=0)
+    open_vector("now-negative", "a negative time", -1, deadline_ms=0)
+    open_vector("deadline-negative", "a negative deadline", _NOW, deadline_ms=-1)
+    open_vector("ttl-1", "the smallest TTL, 1 ms", _NOW, ttl_ms=1)
+    open_vector("ttl-0", "a TTL of 0", _NOW, ttl_ms=0)
+    open_vector("budget-negative", "a negative tool-call budget", _NOW, tool_call_budget=-1)
+    open_vector("bytes-negative", "a negative byte budget", _NOW, byte_budget=-1)
+    open_vector(
+        "budget-max",
+        "a budget of 2**53 - 1: the largest exact integer of a double",
+        _NOW,
+        tool_call_budget=top,
+        byte_budget=top,
+    )
+    open_vector("budget-over", "a budget of 2**53", _NOW, byte_budget=top + 1)
+    open_vector("expiry-max", "deadline + ttl = 2**53 - 1", _NOW, deadline_ms=top - _TTL)
+    open_vector("expiry-over", "deadline + ttl = 2**53", _NOW, deadline_ms=top - _TTL + 1)
+    open_vector("boolean-budget", "true is not a number", _NOW, tool_call_budget=True)
+    open_vector("string-ttl", "a string is not a number", _NOW, ttl_ms="60000")
+
+    def transition_vector(
+        label: str, description: str, before: CanonicalRecord | None, event: dict[str, Any]
+    ) -> None:
+        vector: dict[str, Any] = {
+            "id": f"invalid/transition/{label}",
+            "kind": "transition",
+            "requirements": ["CIS-KERN-2"],
+            "description": description,
+            "limits": limits_view(_LIMITS),
+            "before": record_json(before),
+            "event": event,
+        }
+        vector["expect"] = run_vector(vector)
+        vectors.append(vector)
+
+    begin = {
+        "type": "Begin",
+        "run_id": _RUN,
+        "tool_call_id": _CALL,
+        "tool_name": "search",
+        "request_json": _REQUEST,
+        "invocation_token": "tok-1",
+        "sequence": 1,
+        "ttl_ms": _TTL,
+        "now_ms": _NOW,
+    }
+    transition_vector("begin-ttl-1", "a Begin with a TTL of 1 ms", None, {**begin, "ttl_ms": 1})
+    transition_vector("begin-ttl-0", "a Begin with a TTL of 0", None, {**begin, "ttl_ms": 0})
+    transition_vector("begin-ttl-true", "a Begin whose TTL is true", None, {**begin, "ttl_ms": True})
+    transition_vector(
+        "failed-not-a-failure",
+        "Failed with a code outside the failure set",
+        _awaiting_raw(),
+        {"type": "Failed", "code": "RUN_INACTIVE", "now_ms": _NOW + 1},
+    )
+    before = _awaiting_raw()
+    ready = _done(_CALL)
+    vector: dict[str, Any] = {
+        "id": "invalid/complete/identity-changed",
+        "kind": "complete",
+        "requirements": ["CIS-KERN-2", "CIS-LIFE-6"],
+        "description": "an `after` whose request differs from `before`: a completion may not change identity",
+        "stored": record_json(before),
+        "before": record_json(before),
+        "after": record_json(evolve(ready, request_json='{"q":"y"}')),
+        "now_ms": _NOW + 20,
+        "run": None,
+    }
+    vector["expect"] = run_vector(vector)
+    vectors.append(vector)
+    return _document(
+        "Inputs the kernel refuses as a caller's error rather than with a domain code "
+        '(expect `{"invalid_input": true}`: an exception, a panic or an error return, '
+        "whatever the language uses), next to the valid inputs just inside each bound.",
+        ["CIS-KERN-2", "CIS-SPEC-3"],
+        {"vectors": vectors},
+    )
+
+
 #: Runners of the vector kinds this module adds (``run_vector`` dispatches to them).
 RUNNERS: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "complete": complete_outcome,
     "cite": cite_outcome,
     "progress": progress_outcome,
+    "arguments": arguments_outcome,
+    "well_formed": well_formed_outcome,
+    "keys": keys_outcome,
 }
 
 
 def rule_documents() -> dict[str, dict[str, Any]]:
     """The boundary documents by file name, built from the kernel."""
+    arguments = _arguments_document()
     return {
         "ids.json": _ids_document(),
-        "arguments.json": _arguments_document(),
+        "arguments.json": arguments,
+        "ijson.json": _ijson_document(arguments),
         "admission.json": _admission_document(),
         "limits.json": _limits_document(),
         "completion.json": _completion_document(),
         "references.json": _references_document(),
         "run_lifecycle.json": _run_lifecycle_document(),
+        "well_formed.json": _well_formed_document(),
+        "keys.json": _keys_document(),
+        "invalid_input.json": _invalid_input_document(),
     }
