@@ -1394,7 +1394,19 @@ class Oracle:
 # Whole traces
 
 
-def check_lines(lines: Iterable[bytes | str], *, max_line_bytes: int = 256 * 1024 * 1024) -> CheckReport:
+class OverlongLine:
+    """Stands for a line longer than the line limit, which the reader did not keep."""
+
+    __slots__ = ()
+
+
+#: The one :class:`OverlongLine` (``check_lines`` reports it as malformed).
+OVERLONG: Final = OverlongLine()
+
+
+def check_lines(
+    lines: Iterable[bytes | bytearray | str | OverlongLine], *, max_line_bytes: int = 256 * 1024 * 1024
+) -> CheckReport:
     """Check a trace given as an iterable of lines (bytes or str, with or without ``\\n``).
 
     Streams: each line is decoded, checked and dropped before the next is read, so
@@ -1407,9 +1419,9 @@ def check_lines(lines: Iterable[bytes | str], *, max_line_bytes: int = 256 * 102
     count = 0
     try:
         for count, raw_line in enumerate(lines, start=1):
-            if len(raw_line) > max_line_bytes:
+            if type(raw_line) is OverlongLine or len(raw_line) > max_line_bytes:  # type: ignore[arg-type]
                 raise MalformedTraceError(count, "<line>", f"longer than {max_line_bytes} bytes")
-            if type(raw_line) is bytes:
+            if type(raw_line) is bytes or type(raw_line) is bytearray:
                 try:
                     text = raw_line.decode("utf-8")
                 except UnicodeDecodeError:
