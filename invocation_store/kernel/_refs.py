@@ -94,7 +94,7 @@ class ObservedFact:
 
 @frozen(kw_only=True)
 class ProgressReport:
-    """Facts in execution order plus what was left out (CIS-PROG-2..4).
+    """Facts in completion order plus what was left out (CIS-PROG-2..4).
 
     ``excluded`` counts non-referencable identities by reason; ``omitted`` counts
     READY records left out because the count or byte cap was reached (facts are
@@ -160,7 +160,7 @@ def project_progress(
 ) -> ProgressReport:
     """Turn the tracker's ordered identities into bounded observed facts (CIS-PROG-2..4).
 
-    ``identities`` are tool_call_ids in execution order (duplicates keep the first);
+    ``identities`` are tool_call_ids in completion order (duplicates keep the first);
     ``records`` maps each to what the store read (``None`` if absent). Keeps only
     READY records of ``run_id`` (CIS-PROG-3), at most ``limits.max_facts`` facts and
     ``limits.max_fact_bytes`` UTF-8 bytes of content + scope (CIS-PROG-4).

@@ -1267,6 +1267,10 @@ class Oracle:
                 return _mismatch(
                     where, expected[name], value, "CIS-BND-4", "the citation carries the raw response"
                 )
+            if name == "tool_call_id" and expected[name] is None:
+                return _mismatch(
+                    where, None, value, "CIS-ERR-1", "an id that is not a safe id is never echoed: null"
+                )
             kind = expected["kind"]
             requirement = {
                 CitationKind.EVIDENCE.value: "CIS-REF-1",
@@ -1303,7 +1307,13 @@ class Oracle:
                 return _mismatch(where, want, got, "CIS-PROG-3", "only READY records of the run become facts")
             if want is None or got is None:
                 return _mismatch(where, want, got, "CIS-PROG-4", "the facts are not capped as the limits say")
-            return _mismatch(where, want, got, "CIS-PROG-2", "the facts differ (content or execution order)")
+            return _mismatch(
+                where,
+                want,
+                got,
+                "CIS-PROG-2",
+                "the facts differ (content, or the completion order of the completed-call list)",
+            )
         excluded = {reason.value: count for reason, count in report.excluded.items() if count}
         seen_excluded = {reason: count for reason, count in seen["excluded"].items() if count}
         if excluded != seen_excluded:

@@ -370,7 +370,7 @@ class FactView:
 class ProgressObserved:
     """A progress projection (CIS-PROG-2..4)."""
 
-    facts: list[FactView] = field(metadata=_m("The facts, in execution order."))
+    facts: list[FactView] = field(metadata=_m("The facts, in completion order (the order the calls ended)."))
     excluded: dict[ExclusionReason, int] = field(
         metadata=_m("Non-referencable identities, counted by reason (counts >= 0).", 0), validator=_counts
     )
