@@ -139,7 +139,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, TypeAlias, TypeVar
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from ._runners import Outcome as _Outcome
 from ._runners import acall, call_inline, call_with_timeout, safe_name, type_name
@@ -172,7 +172,6 @@ from .kernel import (
     project_progress,
     transition,
 )
-from .kernel._ijson import copy_json
 from .kernel._preflight import parse_envelope
 
 __all__ = [
@@ -457,13 +456,20 @@ def _exact_projection(projection: Projection) -> Projection:
     )
 
 
-def _safe_citation(citation: Citation) -> Citation:
-    """A citation of an unsafe id, without the id's text (CIS-ERR-1, CIS-REF-3).
+def copy_json(value: Any) -> Any:
+    """An independent copy of a parsed JSON value (CIS-PERF-2).
 
-    The kernel echoes the id it was asked about; an unsafe one (unbounded, key-like,
-    control characters) must not reach the agent, so it is blanked to ``""``.
+    Objects and arrays are copied, recursively; strings, numbers, booleans and
+    ``None`` are immutable and shared. Several times cheaper than parsing the text
+    again or ``copy.deepcopy`` (``benchmarks/bench_invocation.py`` measures it).
+    The value must come from a parse bounded in depth (kernel ``parse_arguments``).
     """
-    return evolve(citation, tool_call_id="")
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    return value
 
 
 def _is_int_in(value: object, minimum: int) -> bool:
@@ -962,15 +968,15 @@ class ToolBoundary(_Core):
         READY + NO_EVIDENCE: NEGATIVE_OBSERVATION with its scope; anything else
         (ERROR, PROJECTING, missing, expired, other run, unsafe id):
         NOT_REFERENCABLE with its reason. An unsafe id is answered without touching
-        the store, as NOT_REFERENCABLE/UNSAFE_ID with ``tool_call_id`` blanked to
-        ``""``: its text is never echoed (CIS-ERR-1). A ``str`` subclass id is read as
+        the store, as NOT_REFERENCABLE/UNSAFE_ID with ``tool_call_id`` None: its text is
+        never echoed (CIS-ERR-1). A ``str`` subclass id is read as
         an exact copy of its characters. Never raw data. Raises
         :class:`StoreUnavailableError` if the store fails.
         """
         context = _check_context(context)
         tool_call_id = _exact_text(tool_call_id)
         if not is_safe_id(tool_call_id):
-            return _safe_citation(cite(context.run_id, tool_call_id, None, 0))
+            return cite(context.run_id, tool_call_id, None, 0)
         try:
             record = _sync_store(self.store.get, context.run_id, tool_call_id)
             now_ms = _sync_store(self.store.now_ms)
@@ -1145,7 +1151,7 @@ class AsyncToolBoundary(_Core):
         context = _check_context(context)
         tool_call_id = _exact_text(tool_call_id)
         if not is_safe_id(tool_call_id):
-            return _safe_citation(cite(context.run_id, tool_call_id, None, 0))
+            return cite(context.run_id, tool_call_id, None, 0)
         try:
             record = await _async_store(self.store.get, context.run_id, tool_call_id)
             now_ms = _sync_store(self.store.now_ms)

@@ -9,7 +9,6 @@ trace's length. Never prints a traceback for bad input.
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import json
 import sys
@@ -17,6 +16,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from ..oracle import TRACE_FORMAT, TRACE_VERSION, CheckReport, check_lines
+from ..oracle._checker import OVERLONG, OverlongLine
 
 __all__ = ["register", "run"]
 
@@ -90,13 +90,43 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:
-    """Lines of ``stream``, never reading more than ``limit + 1`` bytes into one line.
+#: Largest piece read at once while a line is longer than one piece.
+_CHUNK = 1024 * 1024
 
-    ``check_lines`` reports a longer line as malformed and stops pulling, so at most
-    one over-long chunk is ever read. (A C-level iterator: no Python frame per line.)
+
+def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes | OverlongLine]:
+    """Lines of ``stream``; a line longer than ``limit`` bytes becomes :data:`OVERLONG`.
+
+    A line is read in pieces of at most 1 MiB (and never more than ``limit + 1``
+    bytes in all): as soon as the pieces pass ``limit`` they are dropped and the line
+    is refused, so memory is bounded by the limit plus one piece, whatever the input
+    holds (CIS-ORC-2). ``check_lines`` stops at the refused line, so the rest of it
+    is never read. Lines that fit one piece (nearly all) cost one ``readline``.
     """
-    return iter(functools.partial(stream.readline, limit + 1), b"")
+    readline = stream.readline
+    first = min(limit + 1, _CHUNK)
+    while True:
+        piece = readline(first)
+        if not piece:
+            return
+        if len(piece) < first or piece.endswith(b"\n"):
+            yield piece  # the whole line (at most limit + 1 bytes: check_lines judges it)
+            continue
+        pieces = [piece]
+        size = len(piece)
+        while size <= limit:
+            piece = readline(min(_CHUNK, limit + 1 - size))
+            if not piece:
+                break
+            pieces.append(piece)
+            size += len(piece)
+            if piece.endswith(b"\n"):
+                break
+        if size > limit:
+            pieces.clear()
+            yield OVERLONG
+            return
+        yield b"".join(pieces)
 
 
 def _error(message: str, args: argparse.Namespace) -> int:

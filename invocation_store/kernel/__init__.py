@@ -19,7 +19,16 @@ from ._effects import (
     remaining_ms,
     sweep_candidates,
 )
-from ._ids import MAX_ID_LENGTH, call_key, check_tool_call_id, done_key, is_safe_id, run_key
+from ._ids import (
+    BLANK_CODE_POINTS,
+    MAX_ID_LENGTH,
+    call_key,
+    check_tool_call_id,
+    done_key,
+    is_blank,
+    is_safe_id,
+    run_key,
+)
 from ._ijson import check_arguments
 from ._models import (
     CanonicalRecord,
@@ -44,7 +53,7 @@ from ._refs import (
     classify,
     project_progress,
 )
-from ._sizes import record_bytes, utf8_len
+from ._sizes import record_bytes, text_bytes, utf8_len
 from ._state import (
     FAILURE_CODES,
     MAX_SAFE_INT,
@@ -79,6 +88,7 @@ from ._state import (
 from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_outcome, is_well_formed_view
 
 __all__ = [
+    "BLANK_CODE_POINTS",
     "ERROR_MESSAGES",
     "FAILURE_CODES",
     "MAX_ID_LENGTH",
@@ -138,6 +148,7 @@ __all__ = [
     "decide_completion",
     "done_key",
     "failure_view",
+    "is_blank",
     "is_live",
     "is_own_create",
     "is_safe_id",
@@ -154,6 +165,7 @@ __all__ = [
     "run_key",
     "run_usage_after",
     "sweep_candidates",
+    "text_bytes",
     "transition",
     "utf8_len",
 ]

@@ -8,14 +8,17 @@ tag so that all keys of one run map to one slot (CIS-KEY-2).
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from ._codes import ErrorCode
 
 __all__ = [
+    "BLANK_CODE_POINTS",
     "MAX_ID_LENGTH",
     "call_key",
     "check_tool_call_id",
     "done_key",
+    "is_blank",
     "is_safe_id",
     "run_key",
 ]
@@ -24,6 +27,16 @@ __all__ = [
 MAX_ID_LENGTH = 128
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+
+#: The code points that make a text *blank* (CIS-ID-2, CIS-EVID-3): U+0009 TAB,
+#: U+000A LF, U+000B VT, U+000C FF, U+000D CR and U+0020 SPACE. Nothing else counts,
+#: whatever a language's own notion of whitespace says (U+00A0 and U+3000 do not).
+BLANK_CODE_POINTS: Final = frozenset("\t\n\x0b\x0c\r ")
+
+
+def is_blank(text: str) -> bool:
+    """True if ``text`` is empty or consists only of :data:`BLANK_CODE_POINTS`."""
+    return all(char in BLANK_CODE_POINTS for char in str.__iter__(text))
 
 
 def is_safe_id(value: object) -> bool:
@@ -40,12 +53,13 @@ def is_safe_id(value: object) -> bool:
 def check_tool_call_id(value: object) -> ErrorCode | None:
     """Classify a tool_call_id: ``None`` if safe, else its code (CIS-ID-2, CIS-ID-3).
 
-    Missing, ``None``, non-string, empty or all-whitespace -> MISSING_TOOL_CALL_ID;
-    any other string that is not a safe id (padding, control characters, non-ASCII,
+    Missing, ``None``, non-string, or blank (empty, or only U+0009..U+000D and
+    U+0020: :func:`is_blank`) -> MISSING_TOOL_CALL_ID; any other string that is not
+    a safe id (padding, control characters, non-ASCII,
     ``{ } * ? [ ]``, over 128 characters, or an instance of a ``str`` subclass) ->
     UNSAFE_TOOL_CALL_ID.
     """
-    if not isinstance(value, str) or str.strip(value) == "":
+    if not isinstance(value, str) or is_blank(value):
         return ErrorCode.MISSING_TOOL_CALL_ID
     if type(value) is not str or _SAFE_ID.fullmatch(value) is None:
         return ErrorCode.UNSAFE_TOOL_CALL_ID  # a str subclass is never a safe id

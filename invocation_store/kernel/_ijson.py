@@ -15,7 +15,7 @@ from typing import Any
 
 from ._codes import ErrorCode
 
-__all__ = ["check_arguments", "copy_json", "parse_arguments"]
+__all__ = ["check_arguments", "parse_arguments"]
 
 # A JSON string literal (unrolled-loop form; the closing quote is optional so that an
 # unterminated string is consumed once instead of rescanned from every quote, which
@@ -101,20 +101,4 @@ def parse_arguments(text: object, max_depth: int = 64) -> dict[str, Any] | Error
     except (ValueError, RecursionError, UnicodeError, TypeError):
         # json.JSONDecodeError, _RejectError and int-limit errors are ValueErrors.
         return ErrorCode.INVALID_ARGUMENTS
-    return value
-
-
-def copy_json(value: Any) -> Any:
-    """An independent copy of a parsed JSON value (CIS-PERF-2).
-
-    Objects and arrays are copied, recursively; strings, numbers, booleans and
-    ``None`` are immutable and shared. Several times cheaper than parsing the text
-    again or ``copy.deepcopy`` (``benchmarks/bench_invocation.py`` measures it).
-    The value must come from a parse bounded in depth (:func:`parse_arguments`).
-    """
-    kind = type(value)
-    if kind is dict:
-        return {key: copy_json(item) for key, item in value.items()}
-    if kind is list:
-        return [copy_json(item) for item in value]
     return value

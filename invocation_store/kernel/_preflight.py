@@ -4,8 +4,10 @@ Order (CIS-PRE-2), first failing check wins:
 
 1. MISSING_TOOL_CALL_ID / UNSAFE_TOOL_CALL_ID (CIS-ID-2, CIS-ID-3)
 2. RUN_MISMATCH: envelope run id != RunContext run id (CIS-PRE-3)
-3. INVALID_ARGUMENTS: not one I-JSON object (CIS-JSON-1..6)
-4. REQUEST_TOO_LARGE: arguments over the request byte limit (CIS-SIZE-2)
+3. REQUEST_TOO_LARGE: arguments over the request byte limit (CIS-SIZE-2), decided on
+   the text's UTF-8 length before any parsing: counting bytes is O(1) work per byte,
+   so the check bounds what the parse below can cost
+4. INVALID_ARGUMENTS: not one I-JSON object (CIS-JSON-1..6)
 5. UNAUTHORIZED: no policy for the tool, or ``authorized is not True`` (CIS-PRE-5)
 6. NOT_READ_ONLY: ``read_only is not True`` (CIS-PRE-6)
 7. RUN_INACTIVE, 8. RUN_DEADLINE_EXCEEDED (CIS-RUN-3, CIS-RUN-4)
@@ -26,19 +28,18 @@ from ._codes import ErrorCode
 from ._ids import check_tool_call_id
 from ._ijson import parse_arguments
 from ._models import CanonicalRecord, Limits, RunContext, RunState, ToolCallEnvelope, ToolPolicy
-from ._sizes import utf8_len
+from ._sizes import text_bytes, utf8_len
 from ._state import AdmissionRequest, admit
 
 __all__ = ["PREFLIGHT_ORDER", "check_envelope", "parse_envelope", "preflight"]
 
-#: The preflight order as codes, earliest first (CIS-PRE-2). INVALID_ARGUMENTS is
-#: listed once although both rule sets (JSON and size) are checked in place.
+#: The preflight order as codes, earliest first (CIS-PRE-2).
 PREFLIGHT_ORDER: tuple[ErrorCode, ...] = (
     ErrorCode.MISSING_TOOL_CALL_ID,
     ErrorCode.UNSAFE_TOOL_CALL_ID,
     ErrorCode.RUN_MISMATCH,
-    ErrorCode.INVALID_ARGUMENTS,
     ErrorCode.REQUEST_TOO_LARGE,
+    ErrorCode.INVALID_ARGUMENTS,
     ErrorCode.UNAUTHORIZED,
     ErrorCode.NOT_READ_ONLY,
     ErrorCode.RUN_INACTIVE,
@@ -55,7 +56,7 @@ def check_envelope(
     policy: ToolPolicy | None,
     limits: Limits,
 ) -> ErrorCode | None:
-    """Run checks 1-6 of the preflight order; ``None`` if all pass.
+    """Run checks 1-6 of the preflight order (see the module docstring); ``None`` if all pass.
 
     Total over envelopes: any value in any envelope field (``None``, a non-string, a
     10 MB string, 100,000 levels of nesting) gets a code, never an exception
@@ -86,13 +87,13 @@ def parse_envelope(
     if type(envelope.run_id) is not str or envelope.run_id != context.run_id:
         return ErrorCode.RUN_MISMATCH
     arguments = envelope.arguments
+    # Size before parsing (CIS-SIZE-2): a byte count is linear and allocation-free,
+    # so an oversized text never reaches the parser. A non-string has no size.
+    if type(arguments) is str and text_bytes(arguments) > limits.request_bytes:
+        return ErrorCode.REQUEST_TOO_LARGE
     parsed = parse_arguments(arguments, limits.max_json_depth)
     if isinstance(parsed, ErrorCode):
         return ErrorCode.INVALID_ARGUMENTS
-    assert isinstance(arguments, str)  # parse_arguments accepts only str
-    size = utf8_len(arguments)
-    if size is None or size > limits.request_bytes:
-        return ErrorCode.REQUEST_TOO_LARGE
     if (
         policy is None
         or type(envelope.tool_name) is not str

@@ -64,11 +64,14 @@ class Citation:
     """The answer to "may the agent cite this call?" (CIS-REF-1..3).
 
     ``content``/``scope`` are the bounded agent result, present only for EVIDENCE
-    and NEGATIVE_OBSERVATION; ``reason`` only for NOT_REFERENCABLE. Never raw data.
+    and NEGATIVE_OBSERVATION; ``reason`` only for NOT_REFERENCABLE. ``tool_call_id``
+    echoes the id asked about when it is a safe id, and is ``None`` otherwise: an
+    id that is not safe is never echoed, here as in every agent-facing value
+    (CIS-ERR-1). Never raw data.
     """
 
     kind: CitationKind
-    tool_call_id: str
+    tool_call_id: str | None
     content: str | None = None
     scope: str | None = None
     reason: ExclusionReason | None = None
@@ -92,7 +95,7 @@ class ObservedFact:
 
 @frozen(kw_only=True)
 class ProgressReport:
-    """Facts in execution order plus what was left out (CIS-PROG-2..4).
+    """Facts in completion order plus what was left out (CIS-PROG-2..4).
 
     ``excluded`` counts non-referencable identities by reason; ``omitted`` counts
     READY records left out because the count or byte cap was reached (facts are
@@ -130,7 +133,7 @@ def cite(run_id: str, tool_call_id: str, record: CanonicalRecord | None, now_ms:
     """Classify ``record`` for citation by run ``run_id`` at ``now_ms`` (CIS-REF-1..3).
 
     ``Citation.tool_call_id`` echoes the id only when it is a safe id; an unsafe one
-    is cited as ``""`` with reason UNSAFE_ID (CIS-ERR-1).
+    is cited as ``None`` with reason UNSAFE_ID (CIS-ERR-1).
     """
     reason = classify(run_id, tool_call_id, record, now_ms)
     if reason is not None or record is None:
@@ -138,7 +141,7 @@ def cite(run_id: str, tool_call_id: str, record: CanonicalRecord | None, now_ms:
             kind=CitationKind.NOT_REFERENCABLE,
             # An unsafe id is not echoed: it may be anything the agent wrote,
             # unbounded and key-like (CIS-ERR-1).
-            tool_call_id=tool_call_id if is_safe_id(tool_call_id) else "",
+            tool_call_id=tool_call_id if is_safe_id(tool_call_id) else None,
             reason=reason or ExclusionReason.MISSING,
         )
     kind = (
@@ -158,7 +161,7 @@ def project_progress(
 ) -> ProgressReport:
     """Turn the tracker's ordered identities into bounded observed facts (CIS-PROG-2..4).
 
-    ``identities`` are tool_call_ids in execution order (duplicates keep the first);
+    ``identities`` are tool_call_ids in completion order (duplicates keep the first);
     ``records`` maps each to what the store read (``None`` if absent): records, or
     just their progress fields (:class:`ProgressView`, CIS-PERF-3). Keeps only
     READY records of ``run_id`` (CIS-PROG-3), at most ``limits.max_facts`` facts and

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._models import CanonicalRecord
 
-__all__ = ["record_bytes", "utf8_len"]
+__all__ = ["record_bytes", "text_bytes", "utf8_len"]
 
 
 def utf8_len(text: str) -> int | None:
@@ -26,14 +26,22 @@ def utf8_len(text: str) -> int | None:
         return None
 
 
-def _n(text: str | None) -> int:
-    if text is None:
-        return 0
+def text_bytes(text: str) -> int:
+    """Size of ``text`` in bytes, total over every string (CIS-SIZE-1).
+
+    Each code point counts as its UTF-8 length: 1 byte for U+0000..U+007F, 2 for
+    U+0080..U+07FF, 3 for U+0800..U+FFFF, 4 for U+10000..U+10FFFF. A lone surrogate
+    (U+D800..U+DFFF), which has no UTF-8 form, counts 3 bytes, as its generalized
+    UTF-8 encoding would: unencodable text is never counted as free. Equal to
+    :func:`utf8_len` wherever that is defined.
+    """
     if str.isascii(text):
         return str.__len__(text)
-    # Unencodable text (a lone surrogate) is measured as its surrogatepass bytes, so
-    # it is never counted as free.
     return len(str.encode(text, "utf-8", "surrogatepass"))
+
+
+def _n(text: str | None) -> int:
+    return 0 if text is None else text_bytes(text)
 
 
 def record_bytes(record: CanonicalRecord) -> int:

@@ -33,7 +33,7 @@ from typing import Any, Final, TypeAlias
 from attrs import evolve, frozen
 
 from ._codes import ErrorCode
-from ._ids import check_tool_call_id, is_safe_id
+from ._ids import check_tool_call_id, is_blank, is_safe_id
 from ._models import (
     CanonicalRecord,
     EvidenceStatus,
@@ -372,7 +372,7 @@ def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limi
     content, scope = projection.content, projection.scope
     if type(content) is not str or type(scope) is not str:  # exact str: sizes must not lie
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
-    if evidence is EvidenceStatus.NO_EVIDENCE and scope.strip() == "":
+    if evidence is EvidenceStatus.NO_EVIDENCE and is_blank(scope):
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)  # CIS-EVID-3
     content_size, scope_size = utf8_len(content), utf8_len(scope)
     if content_size is None or scope_size is None:

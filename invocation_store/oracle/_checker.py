@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import heapq
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
@@ -65,9 +66,11 @@ from ..kernel import (
     project_progress,
     remaining_ms,
     sweep_candidates,
+    text_bytes,
     transition,
     utf8_len,
 )
+from ._explain import explain_admission, explain_projection, explain_raw, explain_sweep
 from ._model import LINE_TYPES, TRACE_FORMAT, TRACE_VERSION, Header
 from ._validate import ShapeError, line_checker, structure_line
 from ._views import citation_view, fact_view, failure_view, outcome_view, record_view, run_view
@@ -241,6 +244,11 @@ _FAST_DECODER: Final = json.JSONDecoder(object_pairs_hook=tuple, parse_constant=
 _FAST_SCAN: Final = cast(Callable[[str, int], tuple[Any, int]], vars(_FAST_DECODER)["scan_once"])
 
 
+#: Longest integer literal a trace may carry (CIS-JSON-6), and a run of digits.
+_MAX_INT_DIGITS: Final = 4300
+_DIGIT_RUN: Final = re.compile(r"[0-9]{4301,}")
+
+
 def _decode(text: str, line: int, *, fast: bool) -> Any:
     scan, decoder = (_FAST_SCAN, _FAST_DECODER) if fast else (_SCAN, _DECODER)
     try:
@@ -255,6 +263,14 @@ def _decode(text: str, line: int, *, fast: bool) -> Any:
     except _DuplicateKeyError:
         raise MalformedTraceError(line, "<line>", "duplicate member name") from None
     except (ValueError, RecursionError):
+        longest = max((len(match) for match in _DIGIT_RUN.findall(text)), default=0)
+        if longest > _MAX_INT_DIGITS:
+            raise MalformedTraceError(
+                line,
+                "<line>",
+                f"an integer literal of {longest} digits: I-JSON allows at most {_MAX_INT_DIGITS} "
+                "here (CIS-JSON-6)",
+            ) from None
         raise MalformedTraceError(line, "<line>", "not valid JSON") from None
 
 
@@ -293,6 +309,8 @@ class _Call:
         "echo",
         "end_requirement",
         "expected",
+        "explain",
+        "explain_submit",
         "key",
         "raw",
         "record_requirement",
@@ -310,6 +328,10 @@ class _Call:
         self.expected: dict[str, Any] | None = None
         self.end_requirement = "CIS-BND-1"
         self.record_requirement = ""
+        #: Builds the clause with the quantities behind the kernel's last decision on
+        #: this call (only when a divergence is reported: it may measure large texts).
+        self.explain: Callable[[], str] | None = None
+        self.explain_submit: Callable[[ErrorCode | None], str] | None = None
 
 
 class _RunBook:
@@ -327,6 +349,23 @@ _Mismatch = tuple[str, Any, Any, str, str]  # where, expected, observed, require
 
 def _mismatch(where: str, expected: Any, observed: Any, requirement: str, message: str) -> _Mismatch:
     return (where, expected, observed, requirement, message)
+
+
+def _because(found: _Mismatch | None, explain: Callable[[], str] | None) -> _Mismatch | None:
+    """``found`` with the kernel's quantities appended to its message (CIS-ORC-2)."""
+    if found is None or explain is None:
+        return found
+    clause = explain()
+    if not clause:
+        return found
+    where, expected, observed, requirement, message = found
+    return (where, expected, observed, requirement, f"{message}: {clause}")
+
+
+#: Record fields whose difference the step's quantities explain.
+_OUTCOME_FIELDS: Final = frozenset(
+    {"status", "evidence_status", "error_code", "raw_bytes", "agent_result", "scope"}
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -618,6 +657,8 @@ class Oracle:
         if not is_safe_id(context_run_id):
             raise self._malformed("context_run_id", "a RunContext holds a safe run id")
         call, code, requirement = self._admit(obj, context_run_id)
+        explain_submit = call.explain_submit
+        assert explain_submit is not None
         self.calls[number] = call
         self.peak_calls = max(self.peak_calls, len(self.calls))
         observed = obj["observed"]
@@ -625,13 +666,19 @@ class Oracle:
         if seen_code != code:
             if code is None:
                 requirement = CODE_REQUIREMENTS.get(ErrorCode(seen_code), "CIS-PRE-2")
+                if seen_code == ErrorCode.REQUEST_TOO_LARGE.value and self._request_fits(obj):
+                    requirement = "CIS-SIZE-5"  # the request fits: the record limit was misjudged
                 message = "the call was refused, but the kernel admits it"
             elif seen_code is None:
                 message = "the call was admitted, but the kernel refuses it"
             else:
                 requirement = "CIS-PRE-2"
                 message = "wrong preflight code: the first failing check in the fixed order wins"
-            return _mismatch("observed.code", code, seen_code, requirement, message)
+            focus = code if code is not None else ErrorCode(seen_code)
+            return _because(
+                _mismatch("observed.code", code, seen_code, requirement, message),
+                lambda: explain_submit(focus),
+            )
         seen_record = observed["record"]
         admitted = call.before
         if admitted is None:
@@ -657,7 +704,27 @@ class Oracle:
                 "CIS-REC-4",
                 "the admitted call created no record",
             )
-        return self._compare_record(seen_record, admitted, "create", "CIS-REC-4")
+        found = self._compare_record(seen_record, admitted, "create", "CIS-REC-4")
+        if found is not None and found[0] == "observed.record.sequence":
+            # The position is tool_calls_used + 1 at admission: a different one means the
+            # implementation's tool-call counter differs, e.g. a refused call consumed budget.
+            return _because(
+                _mismatch(
+                    found[0],
+                    found[1],
+                    found[2],
+                    "CIS-RUN-5",
+                    "the record's sequence is not tool_calls_used + 1 at admission: the tool-call "
+                    "counter differs (a refused call, such as a duplicate, must not consume budget)",
+                ),
+                lambda: explain_submit(None),
+            )
+        return found
+
+    def _request_fits(self, obj: dict[str, Any]) -> bool:
+        arguments = obj["envelope"]["arguments"]
+        assert self.limits is not None
+        return type(arguments) is str and text_bytes(arguments) <= self.limits.request_bytes
 
     def _admit(self, obj: dict[str, Any], context_run_id: str) -> tuple[_Call, ErrorCode | None, str]:
         """Preflight and admission of a submit line: the call, its code (None: admitted), the
@@ -682,13 +749,16 @@ class Oracle:
         echo = tool_call_id if is_safe_id(tool_call_id) else None
         call = _Call((context_run_id, tool_call_id or ""), echo)
         requirement = "" if code is None else CODE_REQUIREMENTS[code]
+        run_before = self._live_run(context_run_id)
+        existing = self._live_record(call.key) if code is None else None
+        now = self.now
         if code is None:
             assert isinstance(tool_call_id, str)
             assert isinstance(envelope.tool_name, str)
             assert isinstance(envelope.arguments, str)
             result = admit(
-                self._live_run(context_run_id),
-                self._live_record(call.key),
+                run_before,
+                existing,
                 _AdmissionRequest(
                     run_id=context_run_id,
                     tool_call_id=tool_call_id,
@@ -718,6 +788,14 @@ class Oracle:
         if code is not None:
             call.expected = failure_view(code, echo)
             call.end_requirement = requirement
+        decided = code
+
+        def explain(focus: ErrorCode | None = None) -> str:
+            chosen = decided if focus is None else focus
+            return explain_admission(chosen, context_run_id, env, limits, run_before, existing, now)
+
+        call.explain = explain
+        call.explain_submit = explain
         return call, code, requirement
 
     def _call(self, obj: dict[str, Any], what: str) -> _Call | _Mismatch:
@@ -740,8 +818,16 @@ class Oracle:
         if call.stage != _EXECUTE:
             if not call.admitted:
                 requirement = "CIS-ID-5" if call.end_requirement == "CIS-ID-5" else "CIS-PRE-1"
+                assert call.expected is not None
+                refusal = call.expected["code"]
+                number = obj["call"]
                 return _mismatch(
-                    "call", call.expected, obj["call"], requirement, "the executor ran for a refused call"
+                    "call",
+                    f"no execute line: call {number} was refused with {refusal}",
+                    f"an execute line for call {number}",
+                    requirement,
+                    f"the executor ran for call {number}, which the kernel refused with {refusal}: a "
+                    "refused call never reaches the executor",
                 )
             return _mismatch(
                 "call", None, obj["call"], "CIS-BND-6", "the executor ran a second time for one call"
@@ -751,6 +837,8 @@ class Oracle:
         copy = call.copy
         assert copy is not None
         assert self.limits is not None
+        limits = self.limits
+        call.explain = lambda: explain_raw(raw, copy, limits)
         if raw is not None:
             call.raw = raw
             after = transition(copy, RawReceived(raw_response=raw, now_ms=self.now), self.limits)
@@ -804,6 +892,8 @@ class Oracle:
         assert copy is not None
         assert self.limits is not None
         projection = outcome.get("projection")
+        limits = self.limits
+        call.explain = lambda: explain_projection(projection, copy, limits)
         if projection is not None:
             event: ProjectionReceived | Failed = ProjectionReceived(
                 projection=Projection(
@@ -891,7 +981,10 @@ class Oracle:
                 "CIS-TTL-1",
                 "the record vanished before its expiry",
             )
-        return self._compare_record(seen, stored, context, requirement, raw=call.raw)
+        found = self._compare_record(seen, stored, context, requirement, raw=call.raw)
+        if found is not None and found[0].rsplit(".", 1)[-1] in _OUTCOME_FIELDS:
+            return _because(found, call.explain)
+        return found
 
     def _op_result(self, obj: dict[str, Any]) -> _Mismatch | None:
         found = self._call(obj, "boundary's answer")
@@ -945,7 +1038,8 @@ class Oracle:
             if name in ("ok", "code"):
                 requirement = call.end_requirement
                 message = "the agent-facing outcome differs from the kernel's"
-            elif name == "tool_call_id":
+                return _because(_mismatch(where, expected[name], value, requirement, message), call.explain)
+            if name == "tool_call_id":
                 requirement, message = (
                     "CIS-ID-4",
                     "the echoed tool_call_id differs (only a safe id is echoed)",
@@ -1086,6 +1180,11 @@ class Oracle:
             if context == "create":
                 requirement = "CIS-REC-4" if name == "status" else "CIS-LIFE-5"
                 return requirement, "a new record is PROJECTING with no outcome"
+            if name != "status" and record.status is InvocationStatus.PROJECTING:
+                return (
+                    "CIS-LIFE-5",
+                    f"a PROJECTING record carries no outcome: its {name} must be null",
+                )
             if record.terminal and record.evidence_status is not None and name == "evidence_status":
                 if context == "read":
                     return "CIS-LIFE-3", "a terminal record changed"
@@ -1171,6 +1270,10 @@ class Oracle:
                 return _mismatch(
                     where, expected[name], value, "CIS-BND-4", "the citation carries the raw response"
                 )
+            if name == "tool_call_id" and expected[name] is None:
+                return _mismatch(
+                    where, None, value, "CIS-ERR-1", "an id that is not a safe id is never echoed: null"
+                )
             kind = expected["kind"]
             requirement = {
                 CitationKind.EVIDENCE.value: "CIS-REF-1",
@@ -1207,7 +1310,13 @@ class Oracle:
                 return _mismatch(where, want, got, "CIS-PROG-3", "only READY records of the run become facts")
             if want is None or got is None:
                 return _mismatch(where, want, got, "CIS-PROG-4", "the facts are not capped as the limits say")
-            return _mismatch(where, want, got, "CIS-PROG-2", "the facts differ (content or execution order)")
+            return _mismatch(
+                where,
+                want,
+                got,
+                "CIS-PROG-2",
+                "the facts differ (content, or the completion order of the completed-call list)",
+            )
         excluded = {reason.value: count for reason, count in report.excluded.items() if count}
         seen_excluded = {reason: count for reason, count in seen["excluded"].items() if count}
         if excluded != seen_excluded:
@@ -1230,7 +1339,9 @@ class Oracle:
         swept: list[str] = []
         event = SweptStale(now_ms=self.now, older_than_ms=obj["older_than_ms"])
         held = (self._live_record((run_id, tcid)) for tcid in list(() if book is None else book.projecting))
+        before: dict[str, CanonicalRecord] = {}
         for record in sweep_candidates(held, run_id, self.now):
+            before[record.tool_call_id] = record
             after = transition(record, event, limits)
             if isinstance(after, ErrorCode):
                 continue  # NOT_STALE
@@ -1240,6 +1351,17 @@ class Oracle:
             swept.append(record.tool_call_id)
         seen = obj["observed"]
         ids = seen.get("tool_call_ids")
+        older_than = obj["older_than_ms"]
+
+        def why(tool_call_id: str) -> Callable[[], str]:
+            def clause() -> str:
+                record = before.get(tool_call_id)
+                if record is None:
+                    return f"{tool_call_id} held no live PROJECTING record"
+                return f"{tool_call_id}: {explain_sweep(record, self.now, older_than)}"
+
+            return clause
+
         if ids is not None and set(ids) != set(swept):
             extra = sorted(set(ids) - set(swept))
             if extra:
@@ -1252,12 +1374,17 @@ class Oracle:
                         "CIS-LIFE-3",
                         "a sweep moved a terminal record",
                     )
-            return _mismatch(
-                "observed.tool_call_ids",
-                sorted(swept),
-                sorted(ids),
-                "CIS-LIFE-7",
-                "the sweep moved other records than the stale PROJECTING ones",
+            differing = sorted(set(ids) ^ set(swept))
+            first = differing[0] if is_safe_id(differing[0]) else ""
+            return _because(
+                _mismatch(
+                    "observed.tool_call_ids",
+                    sorted(swept),
+                    sorted(ids),
+                    "CIS-LIFE-7",
+                    "the sweep moved other records than the stale PROJECTING ones",
+                ),
+                why(first) if first else None,
             )
         if seen["swept"] != len(swept):
             return _mismatch(
@@ -1274,7 +1401,19 @@ class Oracle:
 # Whole traces
 
 
-def check_lines(lines: Iterable[bytes | str], *, max_line_bytes: int = 256 * 1024 * 1024) -> CheckReport:
+class OverlongLine:
+    """Stands for a line longer than the line limit, which the reader did not keep."""
+
+    __slots__ = ()
+
+
+#: The one :class:`OverlongLine` (``check_lines`` reports it as malformed).
+OVERLONG: Final = OverlongLine()
+
+
+def check_lines(
+    lines: Iterable[bytes | bytearray | str | OverlongLine], *, max_line_bytes: int = 256 * 1024 * 1024
+) -> CheckReport:
     """Check a trace given as an iterable of lines (bytes or str, with or without ``\\n``).
 
     Streams: each line is decoded, checked and dropped before the next is read, so
@@ -1287,9 +1426,9 @@ def check_lines(lines: Iterable[bytes | str], *, max_line_bytes: int = 256 * 102
     count = 0
     try:
         for count, raw_line in enumerate(lines, start=1):
-            if len(raw_line) > max_line_bytes:
+            if type(raw_line) is OverlongLine or len(raw_line) > max_line_bytes:  # type: ignore[arg-type]
                 raise MalformedTraceError(count, "<line>", f"longer than {max_line_bytes} bytes")
-            if type(raw_line) is bytes:
+            if type(raw_line) is bytes or type(raw_line) is bytearray:
                 try:
                     text = raw_line.decode("utf-8")
                 except UnicodeDecodeError:

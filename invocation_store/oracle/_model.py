@@ -338,7 +338,9 @@ class CitationView:
     """The answer to "may the agent cite this call?" (CIS-REF-1..3)."""
 
     kind: CitationKind = field(metadata=_m("EVIDENCE, NEGATIVE_OBSERVATION or NOT_REFERENCABLE."))
-    tool_call_id: str = field(metadata=_m("The id asked about."))
+    tool_call_id: str | None = field(
+        metadata=_m("The id asked about, if it is a safe id; null otherwise (never echoed).")
+    )
     content: str | None = field(metadata=_m("The bounded content (citable kinds only)."))
     scope: str | None = field(metadata=_m("The scope (citable kinds only)."))
     reason: ExclusionReason | None = field(metadata=_m("Why not referencable."))
@@ -368,7 +370,7 @@ class FactView:
 class ProgressObserved:
     """A progress projection (CIS-PROG-2..4)."""
 
-    facts: list[FactView] = field(metadata=_m("The facts, in execution order."))
+    facts: list[FactView] = field(metadata=_m("The facts, in completion order (the order the calls ended)."))
     excluded: dict[ExclusionReason, int] = field(
         metadata=_m("Non-referencable identities, counted by reason (counts >= 0).", 0), validator=_counts
     )

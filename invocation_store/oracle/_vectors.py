@@ -40,6 +40,7 @@ from ..kernel import (
     PREFLIGHT_ORDER,
     RUN_TRANSITIONS,
     TRANSITIONS,
+    AdmissionRequest,
     Begin,
     CanonicalRecord,
     ErrorCode,
@@ -58,6 +59,7 @@ from ..kernel import (
     SweptStale,
     ToolCallEnvelope,
     ToolPolicy,
+    admit,
     cancel_run,
     close_run,
     open_run,
@@ -67,7 +69,16 @@ from ..kernel import (
 )
 from ._views import limits_view
 
-__all__ = ["VECTOR_FORMAT", "VECTOR_VERSION", "dump_document", "generate_vectors", "run_vector"]
+__all__ = [
+    "INVALID_INPUT",
+    "VECTOR_FORMAT",
+    "VECTOR_VERSION",
+    "UnknownKindError",
+    "dump_document",
+    "generate_vectors",
+    "preflight_outcome",
+    "run_vector",
+]
 
 #: The ``format`` of every vector document.
 VECTOR_FORMAT: Final = "canonical-invocation-vectors"
@@ -789,19 +800,56 @@ def _scenario(faults: frozenset[ErrorCode]) -> dict[str, Any]:
     }
 
 
-def _preflight_result(inputs: dict[str, Any]) -> ErrorCode | None:
-    envelope = inputs["envelope"]
+def preflight_outcome(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The whole preflight of a ``preflight`` vector, shaped like its ``expect``.
+
+    ``{"code": <code>}`` for a refusal; for an admission ``{"code": null, "replayed":
+    bool, "run": <run after>, "record": <the PROJECTING record>}`` (a replay returns
+    the stored record and the run unchanged, CIS-RETRY-2).
+    """
+    envelope = ToolCallEnvelope(**inputs["envelope"])
     policy = inputs["policy"]
-    return preflight(
-        RunContext(run_id=inputs["context_run_id"]),
-        ToolCallEnvelope(**envelope),
-        None if policy is None else ToolPolicy(**policy),
-        _limits_from_json(inputs["limits"]),
-        run=run_from_json(inputs["run"]),
-        existing=record_from_json(inputs["existing"]),
-        now_ms=inputs["now_ms"],
-        invocation_token=inputs["token"],
+    context = RunContext(run_id=inputs["context_run_id"])
+    tool_policy = None if policy is None else ToolPolicy(**policy)
+    limits = _limits_from_json(inputs["limits"])
+    run = run_from_json(inputs["run"])
+    existing = record_from_json(inputs["existing"])
+    now = inputs["now_ms"]
+    token = inputs["token"]
+    code = preflight(
+        context, envelope, tool_policy, limits, run=run, existing=existing, now_ms=now, invocation_token=token
     )
+    if code is not None:
+        return {"code": code.value}
+    assert isinstance(envelope.tool_call_id, str)
+    assert isinstance(envelope.tool_name, str)
+    assert isinstance(envelope.arguments, str)
+    admission = admit(
+        run,
+        existing,
+        AdmissionRequest(
+            run_id=context.run_id,
+            tool_call_id=envelope.tool_call_id,
+            tool_name=envelope.tool_name,
+            request_json=envelope.arguments,
+            invocation_token=token,
+            now_ms=now,
+        ),
+        limits,
+    )
+    if isinstance(admission, ErrorCode):  # preflight() and admit() disagree: a kernel bug
+        raise AssertionError(f"preflight admitted what admit refuses: {admission.value}")
+    return {
+        "code": None,
+        "replayed": admission.replayed,
+        "run": run_json(admission.run),
+        "record": record_json(admission.record),
+    }
+
+
+def _preflight_result(inputs: dict[str, Any]) -> ErrorCode | None:
+    code = preflight_outcome(inputs)["code"]
+    return None if code is None else ErrorCode(code)
 
 
 #: Checks that one envelope can never fail together (an id is missing or unsafe, not both).
@@ -812,7 +860,6 @@ def _preflight_vector(
     vector_id: str, requirements: list[str], faults: frozenset[ErrorCode]
 ) -> dict[str, Any]:
     inputs = _scenario(faults)
-    result = _preflight_result(inputs)
     return {
         "id": vector_id,
         "kind": "preflight",
@@ -820,7 +867,7 @@ def _preflight_vector(
         "description": "fails: " + (", ".join(c.value for c in PREFLIGHT_ORDER if c in faults) or "nothing"),
         "fails": [code.value for code in PREFLIGHT_ORDER if code in faults],
         **inputs,
-        "expect": {"code": None if result is None else result.value},
+        "expect": preflight_outcome(inputs),
     }
 
 
@@ -905,21 +952,26 @@ def generate_vectors() -> dict[str, dict[str, Any]]:
     Raises ``LookupError``/``AssertionError`` if the kernel grew a table row, a code or
     a check that no recipe covers, or a recipe no longer shows what it was made for.
     """
+    from ._vectors_rules import rule_documents  # noqa: PLC0415 - the rules module imports this one
+
     transitions = _transitions_document()
     illegal = _illegal_document()
     runs = _runs_document()
     order = _preflight_document()
+    rules = rule_documents()
     sources = [
         *(vector for row in transitions["rows"] for vector in row["vectors"]),
         *illegal["vectors"],
         *runs["vectors"],
         *order["vectors"],
+        *(vector for document in rules.values() for vector in document["vectors"]),
     ]
     return {
         "transitions.json": transitions,
         "illegal.json": illegal,
         "runs.json": runs,
         "preflight_order.json": order,
+        **rules,
         "error_codes.json": _error_codes_document(sources),
     }
 
@@ -933,8 +985,30 @@ def dump_document(document: dict[str, Any]) -> str:
 # Replaying a vector
 
 
+class UnknownKindError(LookupError):
+    """A vector of a kind this runner does not know."""
+
+
+#: The outcome of a vector whose input the kernel refuses as a caller's error (an
+#: exception, not a domain code): a negative TTL, a budget over 2**53 - 1, a
+#: completion that changes the record's identity. CIS-KERN-2.
+INVALID_INPUT: Final = {"invalid_input": True}
+
+
 def run_vector(vector: dict[str, Any]) -> dict[str, Any]:
-    """Replay one vector through the kernel; returns what the kernel gives, shaped like ``expect``."""
+    """Replay one vector through the kernel; returns what the kernel gives, shaped like ``expect``.
+
+    A kernel ``ValueError`` or ``TypeError`` (a programming error, CIS-KERN-2) is the
+    outcome ``{"invalid_input": true}``; raises :class:`UnknownKindError` for a kind
+    it does not know.
+    """
+    try:
+        return _replay(vector)
+    except (ValueError, TypeError):
+        return dict(INVALID_INPUT)
+
+
+def _replay(vector: dict[str, Any]) -> dict[str, Any]:
     kind = vector["kind"]
     if kind == "transition":
         result = transition(
@@ -955,6 +1029,10 @@ def run_vector(vector: dict[str, Any]) -> dict[str, Any]:
             run = operation(before, vector["now_ms"])
         return {"code": run.value} if isinstance(run, ErrorCode) else {"run": run_json(run)}
     if kind == "preflight":
-        code = _preflight_result(vector)
-        return {"code": None if code is None else code.value}
-    raise ValueError("unknown vector kind")
+        return preflight_outcome(vector)
+    from ._vectors_rules import RUNNERS  # noqa: PLC0415 - the rules module imports this one
+
+    runner = RUNNERS.get(kind)
+    if runner is None:
+        raise UnknownKindError(kind)
+    return runner(vector)

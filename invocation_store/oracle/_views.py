@@ -23,6 +23,7 @@ from ..kernel import (
     ObservedFact,
     ProgressReport,
     RunState,
+    is_safe_id,
     utf8_len,
 )
 
@@ -136,10 +137,11 @@ def outcome_view(record: CanonicalRecord, tool_call_id: str | None) -> dict[str,
 
 
 def citation_view(citation: Citation) -> dict[str, Any]:
-    """A ``CitationView`` object."""
+    """A ``CitationView`` object; an id that is not a safe id is written ``null`` (CIS-ERR-1)."""
+    echo = citation.tool_call_id
     return {
         "kind": citation.kind.value,
-        "tool_call_id": citation.tool_call_id,
+        "tool_call_id": echo if is_safe_id(echo) else None,
         "content": citation.content,
         "scope": citation.scope,
         "reason": None if citation.reason is None else citation.reason.value,

@@ -25,6 +25,7 @@ from invocation_store.kernel import (
     EvidenceStatus,
     Failed,
     InvocationStatus,
+    Limits,
     Phase,
     RunState,
     RunStatus,
@@ -101,16 +102,27 @@ HOSTILE: list[tuple[str, dict[str, object], ErrorCode]] = [
     (
         "args 100k objects",
         {"arguments": '{"a":' * 100_000 + "0" + "}" * 100_000},
-        ErrorCode.INVALID_ARGUMENTS,
+        ErrorCode.REQUEST_TOO_LARGE,  # 600,001 bytes: refused by size before any parsing
     ),
     ("args 5000 digits", {"arguments": '{"a":' + "1" * 5000 + "}"}, ErrorCode.INVALID_ARGUMENTS),
-    ("args 10 MB text", {"arguments": "x" * TEN_MB}, ErrorCode.INVALID_ARGUMENTS),
-    ("args 10 MB brackets", {"arguments": "[" * TEN_MB}, ErrorCode.INVALID_ARGUMENTS),
+    ("args 10 MB text", {"arguments": "x" * TEN_MB}, ErrorCode.REQUEST_TOO_LARGE),
+    ("args 10 MB brackets", {"arguments": "[" * TEN_MB}, ErrorCode.REQUEST_TOO_LARGE),
+    ("args 10 MB invalid UTF-16", {"arguments": "\ud800" * TEN_MB}, ErrorCode.REQUEST_TOO_LARGE),
     ("args 10 MB object", {"arguments": '{"a":"' + "x" * TEN_MB + '"}'}, ErrorCode.REQUEST_TOO_LARGE),
     # tools
     ("tool None", {"tool_name": None}, ErrorCode.UNAUTHORIZED),
     ("tool other", {"tool_name": "delete_everything"}, ErrorCode.UNAUTHORIZED),
     ("tool int", {"tool_name": 0}, ErrorCode.UNAUTHORIZED),
+]
+
+
+#: Hostile texts that the default request limit refuses by size alone, for the parser's
+#: own hardening: under a limit they fit in, each is INVALID_ARGUMENTS, never a crash.
+HOSTILE_LARGE: list[tuple[str, str]] = [
+    ("100k objects", '{"a":' * 100_000 + "0" + "}" * 100_000),
+    ("10 MB text", "x" * TEN_MB),
+    ("10 MB brackets", "[" * TEN_MB),
+    ("10 MB lone surrogates", "\ud800" * TEN_MB),
 ]
 
 
@@ -134,6 +146,21 @@ def test_hostile_envelope_gets_its_code(label: str, changes: dict[str, object], 
         default_context(), env, default_policy(), default_limits(), run=make_run(), existing=None, now_ms=T0
     )
     assert full is expected, label
+
+
+@pytest.mark.parametrize(("label", "arguments"), HOSTILE_LARGE, ids=[case[0] for case in HOSTILE_LARGE])
+def test_hostile_text_within_the_limit_is_invalid_not_a_crash(label: str, arguments: str) -> None:
+    """CIS-PRE-2, CIS-JSON-5: with a request limit large enough to let them through the size check,
+    the texts that the default limit refuses by size are INVALID_ARGUMENTS, never an exception."""
+    roomy = Limits(request_bytes=64 * 1024 * 1024)
+    env = _envelope({"arguments": arguments})
+    assert (
+        check_envelope(default_context(), env, default_policy(), default_limits())
+        is ErrorCode.REQUEST_TOO_LARGE
+    ), label
+    assert check_envelope(default_context(), env, default_policy(), roomy) is ErrorCode.INVALID_ARGUMENTS, (
+        label
+    )
 
 
 def _fail_closed_policy(obj: object) -> ToolPolicy | None:

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from invocation_store.boundary import copy_json
 from invocation_store.kernel import (
     ErrorCode,
     Limits,
@@ -17,7 +18,7 @@ from invocation_store.kernel import (
     check_arguments,
     check_envelope,
 )
-from invocation_store.kernel._ijson import copy_json, parse_arguments
+from invocation_store.kernel._ijson import parse_arguments
 from invocation_store.kernel._preflight import parse_envelope
 
 JSON = st.recursive(

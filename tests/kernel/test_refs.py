@@ -188,9 +188,9 @@ def test_facts_are_capped_in_count_and_bytes_never_truncated() -> None:
 
 
 def test_citing_an_unsafe_id_does_not_echo_it() -> None:
-    """CIS-ERR-1, CIS-REF-3: an unsafe id is cited as "" with reason UNSAFE_ID, never echoed."""
+    """CIS-ERR-1, CIS-REF-3: an unsafe id is cited as None (null in a trace), reason UNSAFE_ID."""
     hostile = "cis:{run-1}:call:x " + "A" * 10_000
     citation = cite("run-1", hostile, None, 0)
     assert citation.kind is CitationKind.NOT_REFERENCABLE
     assert citation.reason is ExclusionReason.UNSAFE_ID
-    assert citation.tool_call_id == ""
+    assert citation.tool_call_id is None

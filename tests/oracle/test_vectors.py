@@ -156,3 +156,66 @@ def test_vector_files_are_stable_json(documents: dict[str, dict[str, Any]]) -> N
     assert text.isascii()
     assert text == dump_document(generate_vectors()["transitions.json"])
     assert "\\ud800" in text
+
+
+@pytest.mark.parametrize(
+    "requirement", ["CIS-JSON-1", "CIS-JSON-2", "CIS-JSON-3", "CIS-JSON-4", "CIS-JSON-5", "CIS-JSON-6"]
+)
+def test_every_ijson_rule_has_vectors_on_both_sides(
+    documents: dict[str, dict[str, Any]], requirement: str
+) -> None:
+    """CIS-JSON-1, CIS-JSON-2, CIS-JSON-3, CIS-JSON-4, CIS-JSON-5, CIS-JSON-6: each I-JSON rule has an
+    arguments vector the kernel admits and one it refuses with INVALID_ARGUMENTS."""
+    codes = {
+        vector["expect"]["code"]
+        for vector in documents["arguments.json"]["vectors"]
+        if requirement in vector["requirements"]
+    }
+    assert codes == {None, "INVALID_ARGUMENTS"}
+
+
+def test_size_limits_have_vectors_at_and_over_the_limit(documents: dict[str, dict[str, Any]]) -> None:
+    """CIS-SIZE-2, CIS-SIZE-3, CIS-SIZE-4, CIS-SIZE-5, CIS-RUN-5, CIS-RUN-6, CIS-LIFE-7: every limit,
+    budget and age has a vector at the boundary that passes and one just past it that is refused."""
+    by_id = {
+        vector["id"]: vector for document in documents.values() for vector in document.get("vectors", [])
+    }
+
+    def outcome(vector_id: str) -> str | None:
+        expect = by_id[vector_id]["expect"]
+        record = expect.get("record")
+        if by_id[vector_id]["kind"] == "transition" and record is not None:
+            return record["error_code"]
+        return expect.get("code")
+
+    pairs = {
+        "arguments/size/ascii-64": "arguments/size/ascii-65",
+        "arguments/size/two-byte-64": "arguments/size/two-byte-66",
+        "limits/raw/ascii-64": "limits/raw/ascii-65",
+        "limits/raw/utf8-64": "limits/raw/utf8-66",
+        "limits/result/at": "limits/result/one-over",
+        "limits/record/begin-at": "limits/record/begin-over",
+        "limits/record/raw-at": "limits/record/raw-over",
+        "limits/record/projection-at": "limits/record/projection-over",
+        "admission/tool-budget/one-left": "admission/tool-budget/reached",
+        "admission/byte-budget/exact": "admission/byte-budget/one-over",
+        "admission/byte-budget/utf8-exact": "admission/byte-budget/utf8-over",
+        "admission/deadline/one-before": "admission/deadline/at",
+        "limits/sweep/age-one-less": "limits/sweep/age-equals",
+    }
+    for inside, outside in pairs.items():
+        assert outcome(inside) in (None, "NOT_STALE"), inside
+        assert outcome(outside) not in (None, "NOT_STALE"), outside
+
+
+def test_new_vector_kinds_replay(documents: dict[str, dict[str, Any]]) -> None:
+    """CIS-SPEC-3, CIS-STORE-3, CIS-REF-1, CIS-PROG-2: the complete, cite and progress kinds replay
+    through the kernel from their JSON form; a changed expectation is noticed."""
+    kinds = {"complete", "cite", "progress"}
+    vectors = [v for v in _all_vectors(documents) if v["kind"] in kinds]
+    assert {v["kind"] for v in vectors} == kinds
+    for vector in vectors:
+        assert run_vector(json.loads(json.dumps(vector))) == vector["expect"], vector["id"]
+    tampered = json.loads(json.dumps(vectors[0]))
+    tampered["now_ms"] = tampered["before"]["expires_at_ms"]
+    assert run_vector(tampered) != vectors[0]["expect"]

@@ -1,0 +1,132 @@
+"""The vectors alone pin the kernel: a self-contained runner and kernel mutants (issue 13).
+
+``scripts/run_vectors.py`` loads only ``spec/vectors/*.json`` and drives an
+implementation over JSON on stdio; here it drives this project's kernel through
+``invocation_store.oracle.vector_adapter``. ``scripts/kernel_mutants.py`` generates
+kernel mutants; every one that is not listed as equivalent must make some vector
+fail. The default run takes every third mutant (about a minute); set
+``CIS_MUTANTS=all`` to run all of them.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "scripts" / "run_vectors.py"
+ADAPTER = [sys.executable, "-m", "invocation_store.oracle.vector_adapter"]
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mutants_module() -> Any:
+    return _load("kernel_mutants")
+
+
+def _runner(*command: str, vectors: Path | None = None) -> subprocess.CompletedProcess[str]:
+    extra = ["--vectors", str(vectors)] if vectors is not None else []
+    # -I -S: no site-packages at all, so an import of invocation_store would fail.
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(RUNNER), *extra, "--", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_runner_imports_only_the_standard_library() -> None:
+    """CIS-SPEC-3: the minimal runner imports nothing outside the standard library."""
+    tree = ast.parse(RUNNER.read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_every_vector_passes_through_the_minimal_runner() -> None:
+    """CIS-SPEC-3: the kernel, behind the stdio adapter, passes every vector of spec/vectors as the
+    self-contained runner (run without site-packages) reads them."""
+    result = _runner(*ADAPTER)
+    assert result.returncode == 0, result.stdout + result.stderr
+    count = int(result.stdout.split("all ")[1].split(" vectors")[0])
+    assert count > 600
+
+
+def test_runner_reports_a_wrong_answer_and_a_broken_protocol(tmp_path: Path) -> None:
+    """CIS-SPEC-3: an implementation answering the wrong outcome fails (exit 1, the vector's id
+    printed); one that stops answering breaks the protocol (exit 2); booleans are not numbers."""
+    vectors = tmp_path / "vectors"
+    vectors.mkdir()
+    document = json.loads((ROOT / "spec" / "vectors" / "well_formed.json").read_text(encoding="utf-8"))
+    document["vectors"] = document["vectors"][:2]
+    (vectors / "one.json").write_text(json.dumps(document), encoding="utf-8")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(
+        "import sys\nfor line in sys.stdin:\n    print('{\"well_formed\": 1}', flush=True)\n",
+        encoding="utf-8",
+    )
+    result = _runner(sys.executable, str(wrong), vectors=vectors)
+    assert result.returncode == 1
+    assert "FAIL well-formed/projecting" in result.stdout
+    silent = tmp_path / "silent.py"
+    silent.write_text("import sys\nsys.stdin.readline()\n", encoding="utf-8")
+    assert _runner(sys.executable, str(silent), vectors=vectors).returncode == 2
+    right = tmp_path / "right.py"
+    right.write_text(
+        "import sys\nfor line in sys.stdin:\n    print('{\"well_formed\": true}', flush=True)\n",
+        encoding="utf-8",
+    )
+    assert _runner(sys.executable, str(right), vectors=vectors).returncode == 0
+
+
+def test_mutant_names_are_unique_and_equivalents_exist(mutants_module: Any) -> None:
+    """CIS-SPEC-3: mutant names are stable and unique, and every mutant listed as equivalent (with
+    its reason) is still generated from the kernel."""
+    names = [mutant.name for mutant in mutants_module.generate()]
+    assert len(names) == len(set(names))
+    assert len(names) > 200
+    stale = sorted(set(mutants_module.EQUIVALENT) - set(names))
+    assert stale == []
+    assert all(reason.strip() for reason in mutants_module.EQUIVALENT.values())
+
+
+def test_the_vectors_alone_kill_every_kernel_mutant(mutants_module: Any) -> None:
+    """CIS-SPEC-3: every kernel mutant that is not listed as equivalent makes at least one vector fail
+    through the self-contained runner, and every listed one survives (a listed mutant that the
+    vectors kill is not equivalent). Default: every third mutant; CIS_MUTANTS=all runs all."""
+    every = 1 if os.environ.get("CIS_MUTANTS") == "all" else 3
+    mutants = mutants_module.generate()[::every]
+    sandbox = mutants_module.Sandbox()
+    try:
+        assert not mutants_module.killed_by_vectors(sandbox, None), "the unmutated copy fails the vectors"
+        outcomes = {mutant.name: mutants_module.killed_by_vectors(sandbox, mutant) for mutant in mutants}
+    finally:
+        sandbox.close()
+    survivors = sorted(name for name, killed in outcomes.items() if not killed)
+    unexplained = [name for name in survivors if name not in mutants_module.EQUIVALENT]
+    assert unexplained == [], f"{len(unexplained)} mutants survive the vectors: {unexplained}"
+    wrongly_listed = [name for name in outcomes if name in mutants_module.EQUIVALENT and outcomes[name]]
+    assert wrongly_listed == []
+    assert len(outcomes) - len(survivors) > 0.8 * len(outcomes)
