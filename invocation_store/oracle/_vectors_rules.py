@@ -79,7 +79,7 @@ from ._vectors import (
     run_json,
     run_vector,
 )
-from ._views import citation_view, limits_view, progress_view
+from ._views import limits_view, progress_view
 
 __all__ = ["RUNNERS", "rule_documents"]
 
@@ -1146,7 +1146,16 @@ def cite_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     citation = cite(
         vector["run_id"], vector["tool_call_id"], record_from_json(vector["record"]), vector["now_ms"]
     )
-    return {"citation": citation_view(citation)}
+    # The kernel's answer as it is, not the trace view (which maps any unsafe echo to null).
+    return {
+        "citation": {
+            "kind": citation.kind.value,
+            "tool_call_id": citation.tool_call_id,
+            "content": citation.content,
+            "scope": citation.scope,
+            "reason": None if citation.reason is None else citation.reason.value,
+        }
+    }
 
 
 def progress_outcome(vector: dict[str, Any]) -> dict[str, Any]:
