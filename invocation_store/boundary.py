@@ -471,10 +471,10 @@ def _exact_projection(projection: Projection) -> Projection:
 def _safe_citation(citation: Citation) -> Citation:
     """A citation of an unsafe id, without the id's text (CIS-ERR-1, CIS-REF-3).
 
-    The kernel echoes the id it was asked about; an unsafe one (unbounded, key-like,
-    control characters) must not reach the agent, so it is blanked to ``""``.
+    An unsafe id (unbounded, key-like, control characters) must not reach the agent:
+    its place holds ``None``, as in every agent-facing value.
     """
-    return evolve(citation, tool_call_id="")
+    return evolve(citation, tool_call_id=None)
 
 
 def _is_int_in(value: object, minimum: int) -> bool:
@@ -1066,8 +1066,8 @@ class ToolBoundary(_Core):
         READY + NO_EVIDENCE: NEGATIVE_OBSERVATION with its scope; anything else
         (ERROR, PROJECTING, missing, expired, other run, unsafe id):
         NOT_REFERENCABLE with its reason. An unsafe id is answered without touching
-        the store, as NOT_REFERENCABLE/UNSAFE_ID with ``tool_call_id`` blanked to
-        ``""``: its text is never echoed (CIS-ERR-1). A ``str`` subclass id is read as
+        the store, as NOT_REFERENCABLE/UNSAFE_ID with ``tool_call_id`` ``None``: its
+        text is never echoed (CIS-ERR-1). A ``str`` subclass id is read as
         an exact copy of its characters. Never raw data. Raises
         :class:`StoreUnavailableError` if the store fails.
         """
