@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from invocation_store.oracle.vector_adapter import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "scripts" / "run_vectors.py"
@@ -133,3 +136,29 @@ def test_the_vectors_alone_kill_every_kernel_mutant(mutants_module: Any) -> None
     wrongly_listed = [name for name in outcomes if name in mutants_module.EQUIVALENT and outcomes[name]]
     assert wrongly_listed == []
     assert len(outcomes) - len(survivors) > 0.8 * len(outcomes)
+
+
+def test_adapter_answers_unknown_kinds_and_caller_errors() -> None:
+    """CIS-SPEC-3, CIS-KERN-2: the stdio adapter answers a kind it does not know with
+    `unsupported`, a caller error with `invalid_input`, one line per request, in order."""
+    requests = [
+        {"kind": "teleport"},
+        {
+            "id": "x",
+            "kind": "run",
+            "operation": "open",
+            "before": None,
+            "now_ms": 0,
+            "parameters": {
+                "run_id": "run-1",
+                "deadline_ms": 0,
+                "ttl_ms": 0,
+                "tool_call_budget": 1,
+                "byte_budget": 1,
+            },
+        },
+    ]
+    sink = io.StringIO()
+    assert serve(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), sink) == 2
+    answers = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert answers == [{"unsupported": "teleport"}, {"invalid_input": True}]
