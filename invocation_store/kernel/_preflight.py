@@ -69,8 +69,9 @@ def check_envelope(
     if type(envelope.run_id) is not str or envelope.run_id != context.run_id:
         return ErrorCode.RUN_MISMATCH
     arguments = envelope.arguments
-    # Size before parsing (CIS-SIZE-2): a byte count is linear and allocation-free,
-    # so an oversized text never reaches the parser. A non-string has no size.
+    # Size before parsing (CIS-SIZE-2): a byte count is one pass of O(1) work per byte
+    # that builds no structure, so an oversized text never reaches the parser. A
+    # non-string has no size.
     if type(arguments) is str and text_bytes(arguments) > limits.request_bytes:
         return ErrorCode.REQUEST_TOO_LARGE
     if check_arguments(arguments, limits.max_json_depth) is not None:
