@@ -191,6 +191,13 @@ EQUIVALENT: dict[str, str] = {
         "the bracket count is only a shortcut: at count == max_depth the full scan runs instead and "
         "gives the same answer, since a text with at most max_depth brackets cannot nest deeper"
     ),
+    "_sizes.text_exceeds: `4 * length <= limit` <= -> <": (
+        "a shortcut only: at 4 * length == limit the exact count runs instead and gives the same answer"
+    ),
+    "_sizes.text_exceeds: `4` 4 -> 5": (
+        "a shortcut only: with 5 the shortcut answers within for fewer texts, and the exact count "
+        "decides the others alike"
+    ),
     "_state.run_usage_after: `delta <= 0` <= -> <": (
         "a charge of 0 then builds a new run state equal, field by field, to the one returned unchanged"
     ),
@@ -336,13 +343,13 @@ RIVALS: tuple[tuple[str, str, str, str], ...] = (
     (
         "the arguments are parsed before their size is checked",
         "_preflight.py",
-        "    if type(arguments) is str and text_bytes(arguments) > limits.request_bytes:\n"
+        "    if type(arguments) is str and text_exceeds(arguments, limits.request_bytes):\n"
         "        return ErrorCode.REQUEST_TOO_LARGE\n"
         "    if check_arguments(arguments, limits.max_json_depth) is not None:\n"
         "        return ErrorCode.INVALID_ARGUMENTS\n",
         "    if check_arguments(arguments, limits.max_json_depth) is not None:\n"
         "        return ErrorCode.INVALID_ARGUMENTS\n"
-        "    if type(arguments) is str and text_bytes(arguments) > limits.request_bytes:\n"
+        "    if type(arguments) is str and text_exceeds(arguments, limits.request_bytes):\n"
         "        return ErrorCode.REQUEST_TOO_LARGE\n",
     ),
     (
