@@ -15,6 +15,11 @@ constant moved by one. Mutants are generated from the kernel's syntax tree
 stable name made of its module, its function, the expression it changes and the
 change (never a line number, which moves with every edit).
 
+:data:`RIVALS` adds the rival readings of the specification that an independent
+implementer could pick (sizes in characters, a sweep age from the last update, a
+content-only result limit, a same-token admission as a duplicate, ...), written as
+patches of the kernel's text; each must be killed too.
+
 The vectors *kill* a mutant when ``scripts/run_vectors.py`` (which loads only the
 JSON files) reports at least one failing vector against the mutated kernel behind
 ``invocation_store.oracle.vector_adapter``. :data:`EQUIVALENT` lists the mutants
@@ -186,6 +191,13 @@ EQUIVALENT: dict[str, str] = {
         "the bracket count is only a shortcut: at count == max_depth the full scan runs instead and "
         "gives the same answer, since a text with at most max_depth brackets cannot nest deeper"
     ),
+    "_sizes.text_exceeds: `4 * length <= limit` <= -> <": (
+        "a shortcut only: at 4 * length == limit the exact count runs instead and gives the same answer"
+    ),
+    "_sizes.text_exceeds: `4` 4 -> 5": (
+        "a shortcut only: with 5 the shortcut answers within for fewer texts, and the exact count "
+        "decides the others alike"
+    ),
     "_state.run_usage_after: `delta <= 0` <= -> <": (
         "a charge of 0 then builds a new run state equal, field by field, to the one returned unchanged"
     ),
@@ -201,6 +213,188 @@ EQUIVALENT: dict[str, str] = {
         "error) is the same, and vectors never compare error texts"
     ),
 }
+
+
+#: Rival readings of the specification that an implementer could pick, as kernel
+#: patches: (name, module, text replaced, replacement). Each must fail some vector.
+RIVALS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "record size counts the invocation token",
+        "_sizes.py",
+        "    return (\n        len(record.run_id)",
+        "    return (\n        len(record.invocation_token)\n        + len(record.run_id)",
+    ),
+    (
+        "record size leaves out the ids",
+        "_sizes.py",
+        "        len(record.run_id)\n        + len(record.tool_call_id)\n        + _n(record.tool_name)",
+        "        _n(record.tool_name)",
+    ),
+    (
+        "sizes count characters, not UTF-8 bytes",
+        "_sizes.py",
+        "    if str.isascii(text):\n        return str.__len__(text)\n"
+        '    return len(str.encode(text, "utf-8", "surrogatepass"))',
+        "    return str.__len__(text)",
+    ),
+    (
+        "a lone surrogate counts one replacement byte (Java getBytes)",
+        "_sizes.py",
+        'return len(str.encode(text, "utf-8", "surrogatepass"))',
+        'return len(str.encode(text, "utf-8", "replace"))',
+    ),
+    (
+        "raw size counted in characters",
+        "_sizes.py",
+        '    try:\n        return len(str.encode(text, "utf-8"))',
+        '    try:\n        str.encode(text, "utf-8")\n        return str.__len__(text)',
+    ),
+    (
+        "the sweep age runs from the last update",
+        "_state.py",
+        "event.now_ms - record.created_at_ms < event.older_than_ms",
+        "event.now_ms - record.updated_at_ms < event.older_than_ms",
+    ),
+    (
+        "a sweep needs age > threshold",
+        "_state.py",
+        "event.now_ms - record.created_at_ms < event.older_than_ms",
+        "event.now_ms - record.created_at_ms <= event.older_than_ms",
+    ),
+    (
+        "the byte budget may not be reached exactly",
+        "_state.py",
+        "if run.bytes_used + request_size > run.byte_budget:",
+        "if run.bytes_used + request_size >= run.byte_budget:",
+    ),
+    (
+        "a same-token admission is a duplicate",
+        "_state.py",
+        "        and request.invocation_token\n",
+        "        and False\n",
+    ),
+    (
+        "an empty raw response means the raw is still awaited",
+        "_state.py",
+        "return Phase.AWAITING_RAW if record.raw_response is None else",
+        "return Phase.AWAITING_RAW if not record.raw_response else",
+    ),
+    (
+        "a completion charges the raw response only",
+        "_state.py",
+        "delta = record_bytes(after) - record_bytes(before)",
+        "delta = (utf8_len(after.raw_response or '') or 0)\n"
+        "    delta -= utf8_len(before.raw_response or '') or 0",
+    ),
+    (
+        "the agent result limit counts the content only",
+        "_state.py",
+        "if content_size + scope_size > limits.agent_result_bytes:",
+        "if content_size > limits.agent_result_bytes:",
+    ),
+    (
+        "records expire with the run (deadline + ttl)",
+        "_state.py",
+        "sequence=run.tool_calls_used + 1,\n        ttl_ms=run.ttl_ms,",
+        "sequence=run.tool_calls_used + 1,\n        ttl_ms=run.expires_at_ms - now_ms,",
+    ),
+    (
+        "a live CANCELLED or CLOSED run re-opens unchanged",
+        "_state.py",
+        "        existing.status is RunStatus.ACTIVE\n        and existing.run_id == run_id",
+        "        existing.run_id == run_id",
+    ),
+    (
+        "a run cannot be opened past its deadline",
+        "_state.py",
+        "    if existing is None or now_ms >= existing.expires_at_ms:",
+        "    if deadline_ms <= now_ms:\n        return ErrorCode.RUN_DEADLINE_EXCEEDED\n"
+        "    if existing is None or now_ms >= existing.expires_at_ms:",
+    ),
+    (
+        "blank means Unicode whitespace (str.strip)",
+        "_ids.py",
+        "    return all(char in BLANK_CODE_POINTS for char in str.__iter__(text))",
+        '    return str.strip(text) == ""',
+    ),
+    (
+        "whitespace around the object is trimmed before parsing",
+        "_ijson.py",
+        "value = _DECODER.decode(text)",
+        "value = _DECODER.decode(text.strip())",
+    ),
+    (
+        "every number is a double (integers overflow like floats)",
+        "_ijson.py",
+        "parse_constant=_constant, parse_float=_float)",
+        "parse_constant=_constant, parse_float=_float, parse_int=_float)",
+    ),
+    (
+        "numbers that overflow a double are accepted",
+        "_ijson.py",
+        "if not math.isfinite(value):",
+        "if False:",
+    ),
+    (
+        "an empty container has depth 0",
+        "_ijson.py",
+        "            if depth > max_depth:",
+        "            if depth > max_depth + 1:",
+    ),
+    (
+        "brackets inside strings count toward the depth",
+        "_ijson.py",
+        "    for match in _TOKEN.finditer(text):\n        token = match.group()",
+        "    for token in text:",
+    ),
+    (
+        "the arguments are parsed before their size is checked",
+        "_preflight.py",
+        "    if type(arguments) is str and text_exceeds(arguments, limits.request_bytes):\n"
+        "        return ErrorCode.REQUEST_TOO_LARGE\n"
+        "    if check_arguments(arguments, limits.max_json_depth) is not None:\n"
+        "        return ErrorCode.INVALID_ARGUMENTS\n",
+        "    if check_arguments(arguments, limits.max_json_depth) is not None:\n"
+        "        return ErrorCode.INVALID_ARGUMENTS\n"
+        "    if type(arguments) is str and text_exceeds(arguments, limits.request_bytes):\n"
+        "        return ErrorCode.REQUEST_TOO_LARGE\n",
+    ),
+    (
+        "an unsafe id is cited as the empty string",
+        "_refs.py",
+        "tool_call_id=tool_call_id if is_safe_id(tool_call_id) else None,",
+        'tool_call_id=tool_call_id if is_safe_id(tool_call_id) else "",',
+    ),
+    (
+        "a fact that does not fit is skipped and the list goes on",
+        "_refs.py",
+        "if full or len(facts) >= limits.max_facts",
+        "if len(facts) >= limits.max_facts",
+    ),
+    (
+        "an expired record of another run is EXPIRED",
+        "_refs.py",
+        "    if record.run_id != run_id or record.tool_call_id != tool_call_id:\n"
+        "        return ExclusionReason.OTHER_RUN\n"
+        "    if now_ms >= record.expires_at_ms:\n"
+        "        return ExclusionReason.EXPIRED\n",
+        "    if now_ms >= record.expires_at_ms:\n"
+        "        return ExclusionReason.EXPIRED\n"
+        "    if record.run_id != run_id or record.tool_call_id != tool_call_id:\n"
+        "        return ExclusionReason.OTHER_RUN\n",
+    ),
+)
+
+
+def rivals(kernel: Path = KERNEL) -> list[Mutant]:
+    """The :data:`RIVALS` as mutants; raises ``LookupError`` if a patch no longer applies once."""
+    result = []
+    for name, module, old, new in RIVALS:
+        text = (kernel / module).read_text(encoding="utf-8")
+        if text.count(old) != 1:
+            raise LookupError(f"rival {name!r}: its patch does not apply exactly once to {module}")
+        result.append(Mutant(name=f"rival: {name}", module=module, source=text.replace(old, new)))
+    return result
 
 
 class Sandbox:
@@ -303,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("list", "run", "suite"))
     parser.add_argument("--every", type=int, default=1, help="run every Nth mutant only")
     args = parser.parse_args(argv)
-    mutants = generate()
+    mutants = generate() + rivals()
     if args.action == "list":
         for mutant in mutants:
             print(mutant.name)

@@ -97,7 +97,7 @@ def run(command: list[str], directory: Path, *, skip: frozenset[str], quiet: boo
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        encoding="ascii",
+        encoding="utf-8",
         bufsize=1,
     )
     assert process.stdin is not None

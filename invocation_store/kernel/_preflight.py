@@ -28,7 +28,7 @@ from ._codes import ErrorCode
 from ._ids import check_tool_call_id
 from ._ijson import parse_arguments
 from ._models import CanonicalRecord, Limits, RunContext, RunState, ToolCallEnvelope, ToolPolicy
-from ._sizes import text_bytes, utf8_len
+from ._sizes import text_exceeds, utf8_len
 from ._state import AdmissionRequest, admit
 
 __all__ = ["PREFLIGHT_ORDER", "check_envelope", "parse_envelope", "preflight"]
@@ -87,9 +87,10 @@ def parse_envelope(
     if type(envelope.run_id) is not str or envelope.run_id != context.run_id:
         return ErrorCode.RUN_MISMATCH
     arguments = envelope.arguments
-    # Size before parsing (CIS-SIZE-2): a byte count is linear and allocation-free,
-    # so an oversized text never reaches the parser. A non-string has no size.
-    if type(arguments) is str and text_bytes(arguments) > limits.request_bytes:
+    # Size before parsing (CIS-SIZE-2): a byte count is one pass of O(1) work per byte
+    # that builds no structure, so an oversized text never reaches the parser. A
+    # non-string has no size.
+    if type(arguments) is str and text_exceeds(arguments, limits.request_bytes):
         return ErrorCode.REQUEST_TOO_LARGE
     parsed = parse_arguments(arguments, limits.max_json_depth)
     if isinstance(parsed, ErrorCode):

@@ -347,7 +347,7 @@ def _row_recipes() -> dict[
     projecting = _in_phase(Phase.AWAITING_PROJECTION)
     expired = _expired()
     late = expired.expires_at_ms
-    tight = evolve(_LIMITS, record_bytes=40)
+    tight = evolve(_LIMITS, record_bytes=25)
     now = _EVENT_NOW
 
     def projection(status: str, content: str = "found", scope: str = "web") -> ProjectionReceived:
@@ -374,7 +374,13 @@ def _row_recipes() -> dict[
                 _LIMITS,
             ),
             ("unsafe-run", "an unsafe run id", None, _begin(now, run_id="run{1}"), _LIMITS),
-            ("record-limit", "the new record exceeds the record limit", None, _begin(now), tight),
+            (
+                "record-limit",
+                "the new record (26 bytes: ids, tool name, request) exceeds a 25-byte record limit",
+                None,
+                _begin(now),
+                tight,
+            ),
         ],
         (Phase.AWAITING_RAW, RawReceived): [
             (

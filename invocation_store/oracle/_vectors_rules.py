@@ -78,7 +78,7 @@ from ._vectors import (
     run_json,
     run_vector,
 )
-from ._views import citation_view, limits_view, progress_view
+from ._views import limits_view, progress_view
 
 __all__ = ["RUNNERS", "rule_documents"]
 
@@ -603,6 +603,20 @@ def _admission_document() -> dict[str, Any]:
         ["CIS-SIZE-5"],
         limits=evolve(tight, record_bytes=25),
     )
+    add(
+        "record-limit/after-tool-budget",
+        "the record limit is checked after the budgets: TOOL_BUDGET_EXHAUSTED wins",
+        ["CIS-SIZE-5", "CIS-PRE-8"],
+        limits=evolve(tight, record_bytes=25),
+        run=evolve(base, tool_calls_used=3),
+    )
+    add(
+        "record-limit/after-byte-budget",
+        "the record limit is checked after the budgets: RUN_BYTES_EXHAUSTED wins",
+        ["CIS-SIZE-5", "CIS-PRE-8"],
+        limits=evolve(tight, record_bytes=25),
+        run=evolve(base, bytes_used=1000),
+    )
     return _document(
         "Admission at its edges: budgets reached exactly and exceeded by one, the deadline and "
         "the run's expiry (deadline + ttl) at now - 1, now and now + 1, a record expiring at now, "
@@ -634,7 +648,7 @@ def _projection(status: str, content: str, scope: str, now: int = _NOW + 10) -> 
     )
 
 
-def _limits_document() -> dict[str, Any]:
+def _limits_document() -> dict[str, Any]:  # noqa: PLR0915 - one list of cases
     vectors: list[dict[str, Any]] = []
     now = _NOW + 10
 
@@ -838,6 +852,35 @@ def _limits_document() -> dict[str, Any]:
                 now_ms=now,
             ),
         )
+    order = ["CIS-EVID-2", "CIS-EVID-3", "CIS-SIZE-4"]
+    add(
+        "order/status-before-size",
+        "an invalid evidence status and an oversized content: PROJECTION_INVALID (status first)",
+        order,
+        _projecting(),
+        _projection("MAYBE", "c" * 40, "web"),
+    )
+    add(
+        "order/blank-scope-before-size",
+        "NO_EVIDENCE with a blank scope and an oversized content: PROJECTION_INVALID (scope first)",
+        order,
+        _projecting(),
+        _projection("NO_EVIDENCE", "c" * 40, " "),
+    )
+    add(
+        "order/utf8-before-size",
+        "content with no UTF-8 form and over the limit: PROJECTION_INVALID (UTF-8 first)",
+        order,
+        _projecting(),
+        _projection("EVIDENCE_FOUND", "\ud800" * 40, "web"),
+    )
+    add(
+        "order/raw-utf8-before-size",
+        "a raw response with no UTF-8 form and over the limit: SERIALIZATION_FAILED (UTF-8 first)",
+        ["CIS-FAIL-4", "CIS-SIZE-3"],
+        _awaiting_raw(),
+        RawReceived(raw_response="\ud800" * 40, now_ms=now),
+    )
     add(
         "evidence/lowercase",
         "evidence status strings are exact: evidence_found is invalid",
@@ -1143,7 +1186,16 @@ def cite_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     citation = cite(
         vector["run_id"], vector["tool_call_id"], record_from_json(vector["record"]), vector["now_ms"]
     )
-    return {"citation": citation_view(citation)}
+    # The kernel's answer as it is, not the trace view (which maps any unsafe echo to null).
+    return {
+        "citation": {
+            "kind": citation.kind.value,
+            "tool_call_id": citation.tool_call_id,
+            "content": citation.content,
+            "scope": citation.scope,
+            "reason": None if citation.reason is None else citation.reason.value,
+        }
+    }
 
 
 def progress_outcome(vector: dict[str, Any]) -> dict[str, Any]:

@@ -543,14 +543,14 @@ UNSAFE_IDS = [
 @pytest.mark.parametrize("unsafe", UNSAFE_IDS, ids=range(len(UNSAFE_IDS)))
 def test_citations_never_echo_an_unsafe_id(store: Any, unsafe: Any) -> None:
     """CIS-ERR-1, CIS-REF-3: citing an unsafe id (any type, any length, key-like) answers
-    NOT_REFERENCABLE/UNSAFE_ID with the id blanked, on the sync and async boundaries."""
+    NOT_REFERENCABLE/UNSAFE_ID with the id replaced by None, on the sync and async boundaries."""
     boundary = boundary_for(store)
     context = open_run(boundary)
     citation = boundary.cite(context, unsafe)
     assert (citation.kind, citation.reason, citation.tool_call_id) == (
         CitationKind.NOT_REFERENCABLE,
         ExclusionReason.UNSAFE_ID,
-        "",
+        None,
     )
 
     async def main() -> Any:

@@ -3,15 +3,17 @@
 ``scripts/run_vectors.py`` loads only ``spec/vectors/*.json`` and drives an
 implementation over JSON on stdio; here it drives this project's kernel through
 ``invocation_store.oracle.vector_adapter``. ``scripts/kernel_mutants.py`` generates
-kernel mutants; every one that is not listed as equivalent must make some vector
-fail. The default run takes every third mutant (about a minute); set
-``CIS_MUTANTS=all`` to run all of them.
+kernel mutants and the rival readings of the specification as kernel patches; every
+mutant not listed as equivalent, and every rival, must make some vector fail. The
+default run takes every fifth generated mutant and every rival (about a minute);
+set ``CIS_MUTANTS=all`` to run all of them.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from invocation_store.oracle.vector_adapter import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "scripts" / "run_vectors.py"
@@ -115,9 +119,11 @@ def test_mutant_names_are_unique_and_equivalents_exist(mutants_module: Any) -> N
 def test_the_vectors_alone_kill_every_kernel_mutant(mutants_module: Any) -> None:
     """CIS-SPEC-3: every kernel mutant that is not listed as equivalent makes at least one vector fail
     through the self-contained runner, and every listed one survives (a listed mutant that the
-    vectors kill is not equivalent). Default: every third mutant; CIS_MUTANTS=all runs all."""
-    every = 1 if os.environ.get("CIS_MUTANTS") == "all" else 3
-    mutants = mutants_module.generate()[::every]
+    vectors kill is not equivalent). Every rival reading of the specification (a sweep age from
+    the last update, sizes in characters, a content-only result limit, ...) fails some vector.
+    Default: every fifth generated mutant and all rivals; CIS_MUTANTS=all runs all."""
+    every = 1 if os.environ.get("CIS_MUTANTS") == "all" else 5
+    mutants = mutants_module.generate()[::every] + mutants_module.rivals()
     sandbox = mutants_module.Sandbox()
     try:
         assert not mutants_module.killed_by_vectors(sandbox, None), "the unmutated copy fails the vectors"
@@ -130,3 +136,29 @@ def test_the_vectors_alone_kill_every_kernel_mutant(mutants_module: Any) -> None
     wrongly_listed = [name for name in outcomes if name in mutants_module.EQUIVALENT and outcomes[name]]
     assert wrongly_listed == []
     assert len(outcomes) - len(survivors) > 0.8 * len(outcomes)
+
+
+def test_adapter_answers_unknown_kinds_and_caller_errors() -> None:
+    """CIS-SPEC-3, CIS-KERN-2: the stdio adapter answers a kind it does not know with
+    `unsupported`, a caller error with `invalid_input`, one line per request, in order."""
+    requests = [
+        {"kind": "teleport"},
+        {
+            "id": "x",
+            "kind": "run",
+            "operation": "open",
+            "before": None,
+            "now_ms": 0,
+            "parameters": {
+                "run_id": "run-1",
+                "deadline_ms": 0,
+                "ttl_ms": 0,
+                "tool_call_budget": 1,
+                "byte_budget": 1,
+            },
+        },
+    ]
+    sink = io.StringIO()
+    assert serve(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), sink) == 2
+    answers = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert answers == [{"unsupported": "teleport"}, {"invalid_input": True}]
