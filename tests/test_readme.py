@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from invocation_store.kernel import PREFLIGHT_ORDER
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -47,3 +49,10 @@ def test_python_examples_run() -> None:
             [sys.executable, "-c", block], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False
         )
         assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_errors_table_lists_the_preflight_order() -> None:
+    """CIS-PRE-2: the README's preflight row names the kernel's PREFLIGHT_ORDER, in order."""
+    row = next(line for line in README.splitlines() if line.startswith("| preflight"))
+    listed = re.findall(r"`([A-Z_]+)`", row)
+    assert listed == [code.value for code in PREFLIGHT_ORDER]
