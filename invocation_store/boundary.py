@@ -144,6 +144,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 from attrs import evolve, field, frozen
 
+from . import _telemetry
 from .adapters import AsyncInvocationStore, InvocationStore, StoreUnavailableError
 from .kernel import (
     ERROR_MESSAGES,
@@ -320,6 +321,14 @@ class BoundaryResult:
     :class:`~invocation_store.kernel.ErrorCode`, ``message`` its fixed text from
     ``ERROR_MESSAGES``. ``tool_call_id`` is echoed only when it is a safe id (else
     None). Never raw data, request text, keys, credentials or exception text.
+
+    For the tool-result message to the provider (CIS-ECO-3), not for the agent:
+    ``tool_name`` is the registered tool's name (None when the registry does not
+    know the envelope's name: model text is not echoed) and
+    ``envelope_tool_call_id`` the envelope's original tool_call_id, exactly as
+    supplied (even when unsafe: the provider needs its own id back; it is never
+    stored, logged or shown by ``repr``). Both are None on results not made by
+    ``invoke``, and neither is in :meth:`as_dict`.
     """
 
     ok: bool
@@ -330,6 +339,8 @@ class BoundaryResult:
     content: str | None = None
     scope: str | None = None
     negative: bool = False
+    tool_name: str | None = None
+    envelope_tool_call_id: str | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready agent view: ``{"ok", "tool_call_id", ...}`` without empty fields."""
@@ -549,7 +560,8 @@ def _code_of(exc: StoreUnavailableError) -> ErrorCode:
 def _sync_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Call a store method; any exception it raises becomes a safe StoreUnavailableError."""
     try:
-        return fn(*args, **kwargs)
+        with _telemetry.phase("store"):
+            return fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
         raise _unavailable(exc) from None
 
@@ -557,7 +569,8 @@ def _sync_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 async def _async_store(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
     """Await a store method; any exception it raises becomes a safe StoreUnavailableError."""
     try:
-        return await fn(*args, **kwargs)
+        with _telemetry.phase("store"):
+            return await fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
         raise _unavailable(exc) from None
 
@@ -584,7 +597,7 @@ class _Core:
         self.registry = registry
         self.limits = limits
         self._token_factory = token_factory
-        self._log = logger if logger is not None else _LOGGER
+        self._log = _telemetry.CallLogger(logger if logger is not None else _LOGGER)
         # How many calls of this boundary drew each recent token (a bounded LRU
         # window). A replay is our own create only while exactly one call ever drew
         # its token: a factory that repeats itself, concurrently or one call after
@@ -755,6 +768,7 @@ class _Core:
             # e.g. INVALID_TRANSITION: a sweep completed the record first (CIS-LIFE-7).
             self._log.warning("tool %s completion refused: %s", final.tool_name, stored.value)
             return _failure(stored, echo)
+        _telemetry.record_completed(final)
         return _from_record(final)
 
     def _store_failed(self, exc: StoreUnavailableError, operation: str, echo: str | None) -> BoundaryResult:
@@ -918,6 +932,7 @@ class ToolBoundary(_Core):
 
     # -- runs -----------------------------------------------------------------------
 
+    @_telemetry.observed_run
     def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
     ) -> RunContext | ErrorCode:
@@ -955,6 +970,7 @@ class ToolBoundary(_Core):
             return self._store_failed_code(exc, "open_run")
         return result if isinstance(result, ErrorCode) else RunContext(run_id=run_id)
 
+    @_telemetry.observed_run
     def cancel_run(self, context: RunContext) -> RunState | ErrorCode:
         """ACTIVE -> CANCELLED; later calls are RUN_INACTIVE (CIS-RUN-2, CIS-RUN-3).
 
@@ -968,6 +984,7 @@ class ToolBoundary(_Core):
         except StoreUnavailableError as exc:
             return self._store_failed_code(exc, "cancel_run")
 
+    @_telemetry.observed_run
     def close_run(self, context: RunContext) -> RunState | ErrorCode:
         """ACTIVE -> CLOSED; later calls are RUN_INACTIVE (CIS-RUN-2, CIS-RUN-3).
 
@@ -982,6 +999,7 @@ class ToolBoundary(_Core):
 
     # -- one call -------------------------------------------------------------------
 
+    @_telemetry.observed_invoke
     def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
         """Run one tool call from envelope to bounded result (CIS-BND-1, CIS-BND-2).
 
@@ -1020,10 +1038,12 @@ class ToolBoundary(_Core):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
-            executed = _run_in_thread(tool.executor, tool.timeout_ms, prepared.executor_args)
+            with _telemetry.phase("execute"):
+                executed = _run_in_thread(tool.executor, tool.timeout_ms, prepared.executor_args)
             final = self._after_execution(created, executed, _sync_store(self.store.now_ms))
             if isinstance(final, CanonicalRecord) and _awaits_projection(final):
-                projected = _call_sync(tool.projector, final.raw_response, prepared.projector_args)
+                with _telemetry.phase("project"):
+                    projected = _call_sync(tool.projector, final.raw_response, prepared.projector_args)
                 final = self._after_projection(final, projected, _sync_store(self.store.now_ms))
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
@@ -1035,6 +1055,7 @@ class ToolBoundary(_Core):
 
     # -- reads ----------------------------------------------------------------------
 
+    @_telemetry.observed_run
     def project_progress(self, context: RunContext) -> ProgressReport:
         """The run's completed calls as bounded observed facts (CIS-PROG-1..5).
 
@@ -1059,6 +1080,7 @@ class ToolBoundary(_Core):
             raise self._store_failed_raise(exc, "progress") from None
         return project_progress(run_id, identities, records, now_ms, self.limits)
 
+    @_telemetry.observed_run
     def cite(self, context: RunContext, tool_call_id: str) -> Citation:
         """May the agent cite this call? (CIS-REF-1..3).
 
@@ -1082,6 +1104,7 @@ class ToolBoundary(_Core):
             raise self._store_failed_raise(exc, "cite") from None
         return cite(context.run_id, tool_call_id, record, now_ms)
 
+    @_telemetry.observed_run
     def sweep_stale(self, context: RunContext, older_than_ms: int) -> int:
         """Move this run's PROJECTING records at least ``older_than_ms`` old to ERROR (CIS-LIFE-7).
 
@@ -1217,6 +1240,7 @@ class AsyncToolBoundary(_Core):
         """The store's clock in integer ms (for absolute deadlines)."""
         return self.store.now_ms()
 
+    @_telemetry.observed_run
     async def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
     ) -> RunContext | ErrorCode:
@@ -1238,6 +1262,7 @@ class AsyncToolBoundary(_Core):
             return self._store_failed_code(exc, "open_run")
         return result if isinstance(result, ErrorCode) else RunContext(run_id=run_id)
 
+    @_telemetry.observed_run
     async def cancel_run(self, context: RunContext) -> RunState | ErrorCode:
         """See :meth:`ToolBoundary.cancel_run` (CIS-RUN-2)."""
         context = _check_context(context)
@@ -1246,6 +1271,7 @@ class AsyncToolBoundary(_Core):
         except StoreUnavailableError as exc:
             return self._store_failed_code(exc, "cancel_run")
 
+    @_telemetry.observed_run
     async def close_run(self, context: RunContext) -> RunState | ErrorCode:
         """See :meth:`ToolBoundary.close_run` (CIS-RUN-2)."""
         context = _check_context(context)
@@ -1254,6 +1280,7 @@ class AsyncToolBoundary(_Core):
         except StoreUnavailableError as exc:
             return self._store_failed_code(exc, "close_run")
 
+    @_telemetry.observed_ainvoke
     async def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
         """See :meth:`ToolBoundary.invoke` (CIS-BND-1, CIS-BND-2).
 
@@ -1283,10 +1310,14 @@ class AsyncToolBoundary(_Core):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
-            executed = await _acall(tool.executor, tool.timeout_ms, prepared.executor_args)
+            with _telemetry.phase("execute"):
+                executed = await _acall(tool.executor, tool.timeout_ms, prepared.executor_args)
             final = self._after_execution(created, executed, _sync_store(self.store.now_ms))
             if isinstance(final, CanonicalRecord) and _awaits_projection(final):
-                projected = await _acall(tool.projector, None, final.raw_response, prepared.projector_args)
+                with _telemetry.phase("project"):
+                    projected = await _acall(
+                        tool.projector, None, final.raw_response, prepared.projector_args
+                    )
                 final = self._after_projection(final, projected, _sync_store(self.store.now_ms))
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
@@ -1296,6 +1327,7 @@ class AsyncToolBoundary(_Core):
             return self._store_failed(exc, operation, echo)
         return self._finish(final, stored, echo)
 
+    @_telemetry.observed_run
     async def project_progress(self, context: RunContext) -> ProgressReport:
         """See :meth:`ToolBoundary.project_progress` (CIS-PROG-1..5)."""
         context = _check_context(context)
@@ -1312,6 +1344,7 @@ class AsyncToolBoundary(_Core):
             raise self._store_failed_raise(exc, "progress") from None
         return project_progress(run_id, identities, records, now_ms, self.limits)
 
+    @_telemetry.observed_run
     async def cite(self, context: RunContext, tool_call_id: str) -> Citation:
         """See :meth:`ToolBoundary.cite` (CIS-REF-1..3)."""
         context = _check_context(context)
@@ -1325,6 +1358,7 @@ class AsyncToolBoundary(_Core):
             raise self._store_failed_raise(exc, "cite") from None
         return cite(context.run_id, tool_call_id, record, now_ms)
 
+    @_telemetry.observed_run
     async def sweep_stale(self, context: RunContext, older_than_ms: int) -> int:
         """See :meth:`ToolBoundary.sweep_stale` (CIS-LIFE-7)."""
         context = _check_context(context)
