@@ -13,7 +13,8 @@ scope, so the boundary's own code only marks where phases begin and end:
   without logging configured prints nothing. The boundary logs through
   :class:`CallLogger`, which puts ``run_id`` and ``tool_call_id`` on every record
   as ``extra`` attributes (None when a record is about no run or no call, or when
-  the id is not safe). Never payloads: messages carry codes, tool names and
+  the id is not safe); the Redis store's logger gets them from
+  :class:`CallIdsFilter`. Never payloads: messages carry codes, tool names and
   exception type names only (CIS-ERR-2).
 - **Traces and metrics** (CIS-OBS-3, CIS-OBS-4), through the OpenTelemetry *API*
   only (the ``otel`` extra installs ``opentelemetry-api``; without it, nothing is
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INSTRUMENTS",
     "SPAN_ATTRIBUTES",
+    "CallIdsFilter",
     "CallLogger",
     "observed_ainvoke",
     "observed_invoke",
@@ -189,6 +191,28 @@ class CallLogger(logging.LoggerAdapter[logging.Logger]):
         return msg, kwargs
 
 
+class CallIdsFilter(logging.Filter):
+    """Adds ``run_id`` and ``tool_call_id`` (from the call scope) to records that lack them.
+
+    Installed on the package's other loggers (the Redis store's), whose records are
+    made inside a boundary call, so that they name the call too (CIS-OBS-2).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        scope = _SCOPE.get()
+        if not hasattr(record, "run_id"):
+            record.run_id = None if scope is None else scope.run_id
+        if not hasattr(record, "tool_call_id"):
+            record.tool_call_id = None if scope is None else scope.tool_call_id
+        return True
+
+
+#: The package's loggers other than the boundary's (which logs through CallLogger).
+_STORE_LOGGERS: Final = ("invocation_store.redis",)
+for _name in _STORE_LOGGERS:
+    logging.getLogger(_name).addFilter(CallIdsFilter())
+
+
 # ---------------------------------------------------------------------------
 # OpenTelemetry (API only, optional)
 
@@ -295,6 +319,7 @@ def _identified(result: BoundaryResult, envelope: object, scope: _Scope) -> Boun
     """``result`` with the registered tool name and the envelope's original id (CIS-ECO-3)."""
     if not isinstance(envelope, ToolCallEnvelope):
         return result
+    # attrs.evolve keeps every other field, including any a later version adds.
     return evolve(result, tool_name=scope.tool_name, envelope_tool_call_id=_exact(envelope.tool_call_id))
 
 

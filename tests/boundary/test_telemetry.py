@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 from opentelemetry import trace
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from invocation_store import (
     AsyncMemoryStore,
@@ -29,6 +32,7 @@ from invocation_store import (
     ToolSpec,
 )
 from invocation_store._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES
+from invocation_store.adapters.redis import RedisStore
 
 from ._otel import exporters
 
@@ -145,6 +149,27 @@ def test_a_custom_logger_gets_the_ids_too(caplog: pytest.LogCaptureFixture) -> N
     boundary.invoke(context, call(None))
     (record,) = [r for r in caplog.records if r.name == "harness.tools"]
     assert (record.__dict__["run_id"], record.__dict__["tool_call_id"]) == (RUN, None)
+
+
+def test_the_redis_stores_records_name_the_call_too(caplog: pytest.LogCaptureFixture) -> None:
+    """CIS-OBS-2, CIS-FAIL-5: the Redis store's own warning, made inside invoke, carries the ids."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = RedisStore.from_url(
+        f"redis://127.0.0.1:{port}/0", socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
+    )
+    boundary = ToolBoundary(store, registry())
+    caplog.set_level(logging.WARNING)
+    try:
+        result = boundary.invoke(RunContext(run_id=RUN), call("call_r1"))
+    finally:
+        store.close()
+    assert result.code is ErrorCode.STORE_UNAVAILABLE
+    redis_records = [r for r in caplog.records if r.name == "invocation_store.redis"]
+    assert redis_records
+    for record in redis_records:
+        assert (record.__dict__["run_id"], record.__dict__["tool_call_id"]) == (RUN, "call_r1")
 
 
 # ---------------------------------------------------------------------------
