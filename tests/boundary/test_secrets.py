@@ -53,7 +53,7 @@ from ._fakes import (
     LeakyStoreError,
     envelope,
 )
-from ._otel import exporters
+from ._otel import recording
 
 FORBIDDEN = (MARKER, PASSWORD, SECRET_URL, SECRET_KEY, ":{", "Traceback", "hunter2")
 LIMITS = Limits(raw_bytes=200, agent_result_bytes=64, request_bytes=512)
@@ -152,9 +152,8 @@ def texts_of_exception(exc: BaseException) -> Iterator[str]:
     yield "".join(traceback.format_exception(exc)).replace("Traceback", "")
 
 
-def texts_of_spans() -> Iterator[str]:
+def texts_of_spans(spans: Any) -> Iterator[str]:
     """Everything an exported span holds: name, attribute names and values, status, events."""
-    spans, _ = exporters()
     finished = spans.get_finished_spans()
     assert finished, "every invoke is a span"
     for span in finished:
@@ -269,9 +268,9 @@ def test_no_secret_reaches_agent_caller_or_log(
 ) -> None:
     """CIS-ERR-1, CIS-ERR-2, CIS-FAIL-5, CIS-BND-4, CIS-REC-3, CIS-PRE-4, CIS-OBS-3: sync paths are clean."""
     caplog.set_level(logging.DEBUG)
-    exporters()[0].clear()
-    texts = run_sync_paths(make_store(clock), clock)
-    texts.extend(texts_of_spans())
+    with recording() as spans:
+        texts = run_sync_paths(make_store(clock), clock)
+    texts.extend(texts_of_spans(spans))
     assert_clean(texts, caplog)
 
 
@@ -318,9 +317,9 @@ def test_no_secret_reaches_agent_caller_or_log_async(
         finally:
             await store.close()
 
-    exporters()[0].clear()
-    asyncio.run(main())
-    texts.extend(texts_of_spans())
+    with recording() as spans:
+        asyncio.run(main())
+    texts.extend(texts_of_spans(spans))
     assert_clean(texts, caplog)
 
 

@@ -11,6 +11,7 @@ import logging
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ from invocation_store import (
 from invocation_store._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES
 from invocation_store.adapters.redis import RedisStore
 
-from ._otel import exporters
+from ._otel import metric_reader, recording
 
 RUN = "run-otel"
 
@@ -78,10 +79,9 @@ def sync_boundary() -> tuple[ToolBoundary, RunContext]:
 
 
 @pytest.fixture
-def spans() -> Any:
-    exporter, _ = exporters()
-    exporter.clear()
-    return exporter
+def spans() -> Iterator[Any]:
+    with recording() as exporter:
+        yield exporter
 
 
 # ---------------------------------------------------------------------------
@@ -257,8 +257,7 @@ def test_async_invokes_each_get_their_own_span(spans: Any) -> None:
 
 
 def _points(name: str) -> list[Any]:
-    _, reader = exporters()
-    data = reader.get_metrics_data()
+    data = metric_reader().get_metrics_data()
     found = []
     for resource in data.resource_metrics:
         for scope in resource.scope_metrics:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, Runner, set_tracing_disabled
+from agents.exceptions import ModelBehaviorError
 from agents.items import ModelResponse
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.models.interface import Model
@@ -120,3 +121,15 @@ def test_an_unregistered_tool_is_refused_when_built() -> None:
     boundary, _, context = sync_boundary(Lookup())
     with pytest.raises(ValueError, match="not registered"):
         boundary_function_tool(boundary, context, "launch", "x")
+
+
+def test_an_unknown_tool_is_refused_by_the_sdk_itself() -> None:
+    """CIS-ECO-4, CIS-PRE-1: as documented, the SDK raises before any tool runs; no record is written."""
+    lookup = Lookup()
+    boundary, store, context = sync_boundary(lookup)
+    tool = boundary_function_tool(boundary, context, "lookup", "Look rows up")
+    model = FakeModel([[call("call_U1", "{}", name="launch")], DONE])
+    with pytest.raises(ModelBehaviorError):
+        Runner.run_sync(Agent(name="ops", tools=[tool], model=model), "go")
+    assert store.calls(RUN) == ()
+    assert lookup.calls == []
