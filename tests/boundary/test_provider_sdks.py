@@ -563,3 +563,10 @@ def test_transcripts_are_read_by_the_same_rule(provider: str, tmp_path: Path) ->
     context = RunContext(run_id=transcript.run_id)
     assert check_envelope(context, first, POLICY, Limits()) is ErrorCode.INVALID_ARGUMENTS
     assert check_envelope(context, second, POLICY, Limits()) is None
+
+
+@pytest.mark.parametrize("provider", list(PARSE))
+def test_a_document_too_deep_is_refused_before_parsing(provider: str) -> None:
+    """CIS-ECO-2, CIS-JSON-5: payload text nested over 512 levels raises ValueError, never RecursionError."""
+    with pytest.raises(ValueError, match="nested too deeply"):
+        PARSE[provider]("[" * 100_000 + "]" * 100_000, RUN)
