@@ -328,7 +328,8 @@ class BoundaryResult:
     ``envelope_tool_call_id`` the envelope's original tool_call_id, exactly as
     supplied (even when unsafe: the provider needs its own id back; it is never
     stored, logged or shown by ``repr``). Both are None on results not made by
-    ``invoke``, and neither is in :meth:`as_dict`.
+    ``invoke``; neither is in :meth:`as_dict` nor in equality (two results are equal
+    when the agent sees the same).
     """
 
     ok: bool
@@ -339,8 +340,8 @@ class BoundaryResult:
     content: str | None = None
     scope: str | None = None
     negative: bool = False
-    tool_name: str | None = None
-    envelope_tool_call_id: str | None = field(default=None, repr=False)
+    tool_name: str | None = field(default=None, eq=False)
+    envelope_tool_call_id: str | None = field(default=None, repr=False, eq=False)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready agent view: ``{"ok", "tool_call_id", ...}`` without empty fields."""
