@@ -10,6 +10,8 @@ checked. Also: the I-JSON rule for object arguments, on every provider.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -570,3 +572,20 @@ def test_a_document_too_deep_is_refused_before_parsing(provider: str) -> None:
     """CIS-ECO-2, CIS-JSON-5: payload text nested over 512 levels raises ValueError, never RecursionError."""
     with pytest.raises(ValueError, match="nested too deeply"):
         PARSE[provider]("[" * 100_000 + "]" * 100_000, RUN)
+
+
+def test_importing_the_package_imports_no_sdk_or_framework() -> None:
+    """CIS-ECO-1, CIS-ECO-4: the parsers duck-type; the adapters load their framework on import.
+
+    (OpenTelemetry is not listed: redis-py imports it by itself when it is installed.)
+    """
+    script = (
+        "import sys, invocation_store, invocation_store.providers, invocation_store.integrations\n"
+        "heavy = ('openai', 'anthropic', 'google.genai', 'langchain_core', 'agents', 'pydantic_ai',\n"
+        "         'mcp', 'httpx', 'httpx2')\n"
+        "print([name for name in heavy if name in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"

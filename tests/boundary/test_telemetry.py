@@ -252,6 +252,36 @@ def test_async_invokes_each_get_their_own_span(spans: Any) -> None:
     assert {c.parent.span_id for c in children} == {s.context.span_id for s in calls}
 
 
+def test_without_opentelemetry_nothing_is_emitted_and_nothing_fails() -> None:
+    """CIS-OBS-3, CIS-OBS-4: with the API not importable, invoke works and the telemetry is off."""
+    script = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            raise ImportError(name)
+sys.meta_path.insert(0, Block())
+from invocation_store import MemoryStore, ToolBoundary, ToolRegistry, ToolSpec, ToolCallEnvelope
+from invocation_store import EvidenceStatus, Projection, _telemetry
+found = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="x", scope="s")
+store = MemoryStore()
+spec = ToolSpec(name="t", executor=lambda a: "{}", projector=lambda r, a: found)
+boundary = ToolBoundary(store, ToolRegistry([spec]))
+context = boundary.open_run(
+    "r", deadline_ms=store.now_ms() + 9000, ttl_ms=9000, tool_call_budget=2, byte_budget=999
+)
+envelope = ToolCallEnvelope(run_id="r", tool_call_id="c", tool_name="t", arguments="{}")
+result = boundary.invoke(context, envelope)
+assert result.ok and result.tool_name == "t", result
+assert _telemetry._otel() is None
+assert "opentelemetry" not in sys.modules
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 # ---------------------------------------------------------------------------
 # Metrics
 
