@@ -87,6 +87,7 @@ SPAN_ATTRIBUTES: Final[dict[str, str]] = {
     "invocation_store.execute_ms": "milliseconds in the executor (float)",
     "invocation_store.project_ms": "milliseconds in the projector (float)",
     "invocation_store.store_ms": "milliseconds in store calls (float)",
+    "error.type": "the exception's type name when invoke raised (a caller's error or cancellation)",
 }
 
 #: The metric instruments: name -> (kind, unit, attributes).

@@ -232,6 +232,42 @@ def test_failed_calls_set_status_and_code(
         assert "gen_ai.tool.call.id" not in attributes
 
 
+def test_an_invoke_that_raises_ends_its_span_with_the_type_only(spans: Any) -> None:
+    """CIS-OBS-3, CIS-ERR-2: a programming error and a cancellation: ERROR, error.type, no text."""
+    boundary, context = sync_boundary()
+    with pytest.raises(TypeError):
+        boundary.invoke(context, {"tool_call_id": "c"})  # type: ignore[arg-type]
+
+    async def cancelled() -> None:
+        store = AsyncMemoryStore()
+        slow_tools = ToolRegistry([ToolSpec(name="slow", executor=slow, projector=project)])
+        async_boundary = AsyncToolBoundary(store, slow_tools)
+        run = await async_boundary.open_run(
+            RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+        )
+        assert isinstance(run, RunContext)
+        task = asyncio.ensure_future(async_boundary.invoke(run, call("call_c", tool_name="slow")))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    raised = {
+        s.attributes.get("error.type"): s for s in spans.get_finished_spans() if s.name.startswith("execute")
+    }
+    assert set(raised) == {"TypeError", "CancelledError"}
+    for span in raised.values():
+        assert span.status.status_code is trace.StatusCode.ERROR
+        assert span.status.description is None
+        assert set(span.attributes) <= set(SPAN_ATTRIBUTES)
+
+
+async def slow(arguments: Any) -> object:
+    await asyncio.sleep(10)
+    return {}
+
+
 def test_async_invokes_each_get_their_own_span(spans: Any) -> None:
     """CIS-OBS-3: concurrent async invokes do not mix their attributes."""
 
