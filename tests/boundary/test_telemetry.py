@@ -324,7 +324,9 @@ assert "opentelemetry" not in sys.modules
 
 def _points(name: str) -> list[Any]:
     data = metric_reader().get_metrics_data()
-    found = []
+    found: list[Any] = []
+    if data is None:  # nothing recorded yet in this process
+        return found
     for resource in data.resource_metrics:
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
