@@ -6,6 +6,7 @@ sync and async) and their Protocols, :class:`ToolBoundary` /
 parsers. Everything else lives in underscore modules or subpackages.
 """
 
+import logging as _logging
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _distribution_version
 
@@ -58,6 +59,10 @@ from .providers import (
     envelopes_from_openai_chat,
     envelopes_from_openai_responses,
 )
+
+# A library's logger gets a NullHandler, so an application that configures no logging
+# prints nothing (Python's last-resort handler stays quiet) (CIS-OBS-1).
+_logging.getLogger("invocation_store").addHandler(_logging.NullHandler())
 
 try:
     #: The installed distribution's version (``canonical-invocation-store``), e.g. ``"0.1.0"``.

@@ -141,6 +141,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 
 from attrs import field, frozen
 
+from . import _telemetry
 from ._runners import Outcome as _Outcome
 from ._runners import acall, call_inline, call_with_timeout, safe_name, type_name
 from ._runners import is_async_callable as _is_async_callable
@@ -327,6 +328,15 @@ class BoundaryResult:
     :class:`~invocation_store.kernel.ErrorCode`, ``message`` its fixed text from
     ``ERROR_MESSAGES``. ``tool_call_id`` is echoed only when it is a safe id (else
     None). Never raw data, request text, keys, credentials or exception text.
+
+    For the tool-result message to the provider (CIS-ECO-3), not for the agent:
+    ``tool_name`` is the registered tool's name (None when the registry does not
+    know the envelope's name: model text is not echoed) and
+    ``envelope_tool_call_id`` the envelope's original tool_call_id, exactly as
+    supplied (even when unsafe: the provider needs its own id back; it is never
+    stored, logged or shown by ``repr``). Both are None on results not made by
+    ``invoke``; neither is in :meth:`as_dict` nor in equality (two results are equal
+    when the agent sees the same).
     """
 
     ok: bool
@@ -337,6 +347,8 @@ class BoundaryResult:
     content: str | None = None
     scope: str | None = None
     negative: bool = False
+    tool_name: str | None = field(default=None, eq=False)
+    envelope_tool_call_id: str | None = field(default=None, repr=False, eq=False)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready agent view: ``{"ok", "tool_call_id", ...}`` without empty fields."""
@@ -533,7 +545,8 @@ def _code_of(exc: StoreUnavailableError) -> ErrorCode:
 def _sync_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Call a store method; any exception it raises becomes a safe StoreUnavailableError."""
     try:
-        return fn(*args, **kwargs)
+        with _telemetry.phase("store"):
+            return fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
         raise _unavailable(exc) from None
 
@@ -541,7 +554,8 @@ def _sync_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 async def _async_store(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
     """Await a store method; any exception it raises becomes a safe StoreUnavailableError."""
     try:
-        return await fn(*args, **kwargs)
+        with _telemetry.phase("store"):
+            return await fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
         raise _unavailable(exc) from None
 
@@ -568,7 +582,7 @@ class _Core:
         self.registry = registry
         self.limits = limits
         self._token_factory = token_factory
-        self._log = logger if logger is not None else _LOGGER
+        self._log = _telemetry.CallLogger(logger if logger is not None else _LOGGER)
         # How many calls of this boundary drew each recent token (a bounded LRU
         # window). A replay is our own create only while exactly one call ever drew
         # its token: a factory that repeats itself, concurrently or one call after
@@ -735,6 +749,7 @@ class _Core:
             # e.g. INVALID_TRANSITION: a sweep completed the record first (CIS-LIFE-7).
             self._log.warning("tool %s completion refused: %s", final.tool_name, stored.value)
             return _failure(stored, echo)
+        _telemetry.record_completed(final)
         return _from_record(final)
 
     def _store_failed(self, exc: StoreUnavailableError, operation: str, echo: str | None) -> BoundaryResult:
@@ -821,6 +836,7 @@ class ToolBoundary(_Core):
 
     # -- runs -----------------------------------------------------------------------
 
+    @_telemetry.observed_run
     def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
     ) -> RunContext | ErrorCode:
@@ -858,6 +874,7 @@ class ToolBoundary(_Core):
             return self._store_failed_code(exc, "open_run")
         return result if isinstance(result, ErrorCode) else RunContext(run_id=run_id)
 
+    @_telemetry.observed_run
     def cancel_run(self, context: RunContext) -> RunState | ErrorCode:
         """ACTIVE -> CANCELLED; later calls are RUN_INACTIVE (CIS-RUN-2, CIS-RUN-3).
 
@@ -871,6 +888,7 @@ class ToolBoundary(_Core):
         except StoreUnavailableError as exc:
             return self._store_failed_code(exc, "cancel_run")
 
+    @_telemetry.observed_run
     def close_run(self, context: RunContext) -> RunState | ErrorCode:
         """ACTIVE -> CLOSED; later calls are RUN_INACTIVE (CIS-RUN-2, CIS-RUN-3).
 
@@ -885,6 +903,7 @@ class ToolBoundary(_Core):
 
     # -- one call -------------------------------------------------------------------
 
+    @_telemetry.observed_invoke
     def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
         """Run one tool call from envelope to bounded result (CIS-BND-1, CIS-BND-2).
 
@@ -923,10 +942,12 @@ class ToolBoundary(_Core):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
-            executed = _execute(tool, prepared.executor_args)
+            with _telemetry.phase("execute"):
+                executed = _execute(tool, prepared.executor_args)
             final = self._after_execution(created, executed, _sync_store(self.store.now_ms))
             if isinstance(final, CanonicalRecord) and _awaits_projection(final):
-                projected = call_inline(tool.projector, final.raw_response, prepared.projector_args)
+                with _telemetry.phase("project"):
+                    projected = call_inline(tool.projector, final.raw_response, prepared.projector_args)
                 final = self._after_projection(final, projected, _sync_store(self.store.now_ms))
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
@@ -938,6 +959,7 @@ class ToolBoundary(_Core):
 
     # -- reads ----------------------------------------------------------------------
 
+    @_telemetry.observed_run
     def project_progress(self, context: RunContext) -> ProgressReport:
         """The run's completed calls as bounded observed facts (CIS-PROG-1..5).
 
@@ -961,6 +983,7 @@ class ToolBoundary(_Core):
             raise self._store_failed_raise(exc, "progress") from None
         return project_progress(run_id, identities, records, now_ms, self.limits)
 
+    @_telemetry.observed_run
     def cite(self, context: RunContext, tool_call_id: str) -> Citation:
         """May the agent cite this call? (CIS-REF-1..3).
 
@@ -984,6 +1007,7 @@ class ToolBoundary(_Core):
             raise self._store_failed_raise(exc, "cite") from None
         return cite(context.run_id, tool_call_id, record, now_ms)
 
+    @_telemetry.observed_run
     def sweep_stale(self, context: RunContext, older_than_ms: int) -> int:
         """Move this run's PROJECTING records at least ``older_than_ms`` old to ERROR (CIS-LIFE-7).
 
@@ -1051,6 +1075,7 @@ class AsyncToolBoundary(_Core):
         """The store's clock in integer ms (for absolute deadlines)."""
         return self.store.now_ms()
 
+    @_telemetry.observed_run
     async def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
     ) -> RunContext | ErrorCode:
@@ -1072,6 +1097,7 @@ class AsyncToolBoundary(_Core):
             return self._store_failed_code(exc, "open_run")
         return result if isinstance(result, ErrorCode) else RunContext(run_id=run_id)
 
+    @_telemetry.observed_run
     async def cancel_run(self, context: RunContext) -> RunState | ErrorCode:
         """See :meth:`ToolBoundary.cancel_run` (CIS-RUN-2)."""
         context = _check_context(context)
@@ -1080,6 +1106,7 @@ class AsyncToolBoundary(_Core):
         except StoreUnavailableError as exc:
             return self._store_failed_code(exc, "cancel_run")
 
+    @_telemetry.observed_run
     async def close_run(self, context: RunContext) -> RunState | ErrorCode:
         """See :meth:`ToolBoundary.close_run` (CIS-RUN-2)."""
         context = _check_context(context)
@@ -1088,6 +1115,7 @@ class AsyncToolBoundary(_Core):
         except StoreUnavailableError as exc:
             return self._store_failed_code(exc, "close_run")
 
+    @_telemetry.observed_ainvoke
     async def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
         """See :meth:`ToolBoundary.invoke` (CIS-BND-1, CIS-BND-2).
 
@@ -1117,10 +1145,12 @@ class AsyncToolBoundary(_Core):
                 return self._replayed(echo)
             created = admitted.record
             operation = "clock"
-            executed = await acall(tool.executor, tool.timeout_ms, prepared.executor_args)
+            with _telemetry.phase("execute"):
+                executed = await acall(tool.executor, tool.timeout_ms, prepared.executor_args)
             final = self._after_execution(created, executed, _sync_store(self.store.now_ms))
             if isinstance(final, CanonicalRecord) and _awaits_projection(final):
-                projected = await acall(tool.projector, None, final.raw_response, prepared.projector_args)
+                with _telemetry.phase("project"):
+                    projected = await acall(tool.projector, None, final.raw_response, prepared.projector_args)
                 final = self._after_projection(final, projected, _sync_store(self.store.now_ms))
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
@@ -1130,6 +1160,7 @@ class AsyncToolBoundary(_Core):
             return self._store_failed(exc, operation, echo)
         return self._finish(final, stored, echo)
 
+    @_telemetry.observed_run
     async def project_progress(self, context: RunContext) -> ProgressReport:
         """See :meth:`ToolBoundary.project_progress` (CIS-PROG-1..5)."""
         context = _check_context(context)
@@ -1146,6 +1177,7 @@ class AsyncToolBoundary(_Core):
             raise self._store_failed_raise(exc, "progress") from None
         return project_progress(run_id, identities, records, now_ms, self.limits)
 
+    @_telemetry.observed_run
     async def cite(self, context: RunContext, tool_call_id: str) -> Citation:
         """See :meth:`ToolBoundary.cite` (CIS-REF-1..3)."""
         context = _check_context(context)
@@ -1159,6 +1191,7 @@ class AsyncToolBoundary(_Core):
             raise self._store_failed_raise(exc, "cite") from None
         return cite(context.run_id, tool_call_id, record, now_ms)
 
+    @_telemetry.observed_run
     async def sweep_stale(self, context: RunContext, older_than_ms: int) -> int:
         """See :meth:`ToolBoundary.sweep_stale` (CIS-LIFE-7)."""
         context = _check_context(context)

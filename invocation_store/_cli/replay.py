@@ -47,12 +47,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from attrs import evolve, frozen
 
+from .. import providers
 from ..adapters import DEFAULT_PREFIX, InvocationStore, MemoryStore, StoreUnavailableError
 from ..boundary import ToolBoundary
 from ..kernel import (
@@ -66,12 +67,7 @@ from ..kernel import (
     is_safe_id,
     utf8_len,
 )
-from ..providers import (
-    envelope_from_anthropic,
-    envelope_from_gemini,
-    envelope_from_openai_chat,
-    envelope_from_openai_responses,
-)
+from ..kernel._ijson import load_document
 from ..tools import DEFAULT_SUMMARY_BYTES, default_registry
 
 __all__ = [
@@ -144,47 +140,10 @@ class Transcript:
 # -- loading ----------------------------------------------------------------------------------
 
 
-def _messages(document: Mapping[str, Any]) -> list[Any]:
-    messages = document.get("messages")
-    return messages if isinstance(messages, list) else []
-
-
-def _has_block(message: object, kind: str) -> bool:
-    content = message.get("content") if isinstance(message, dict) else None
-    return isinstance(content, list) and any(
-        isinstance(block, dict) and block.get("type") == kind for block in content
-    )
-
-
 def detect_format(document: Mapping[str, Any]) -> str | None:
-    """The transcript's format by its shape, or None when no rule matches.
-
-    Gemini has ``contents``/``candidates``; OpenAI Responses has ``input``/``output``
-    lists of typed items or ``"object": "response"``; Chat Completions has
-    ``choices`` or messages with ``tool_calls`` (or ``role: tool``); Anthropic has
-    messages (or a Message) whose content holds ``tool_use`` blocks.
-    """
-    if isinstance(document.get("contents"), list) or isinstance(document.get("candidates"), list):
-        return "gemini"
-    if document.get("object") == "response":
-        return "openai-responses"
-    for key in ("input", "output"):
-        items = document.get(key)
-        if isinstance(items, list) and any(
-            isinstance(item, dict) and item.get("type") in ("function_call", "function_call_output")
-            for item in items
-        ):
-            return "openai-responses"
-    if isinstance(document.get("choices"), list):
-        return "openai-chat"
-    messages = _messages(document)
-    if any(isinstance(m, dict) and ("tool_calls" in m or m.get("role") == "tool") for m in messages):
-        return "openai-chat"
-    if any(_has_block(m, "tool_use") or _has_block(m, "tool_result") for m in messages):
-        return "anthropic"
-    if document.get("type") == "message" and _has_block(document, "tool_use"):
-        return "anthropic"
-    return None
+    """The transcript's format name by its shape, or None (the rules of :data:`providers.FORMATS`)."""
+    found = providers.detect_format(document)
+    return None if found is None else found.name
 
 
 def _note(item: object, fallback: str) -> object:
@@ -199,79 +158,6 @@ def _note(item: object, fallback: str) -> object:
     return fallback
 
 
-def _openai_chat(document: Mapping[str, Any]) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
-    messages = _messages(document)
-    if not messages and isinstance(document.get("choices"), list):
-        messages = [c.get("message") if isinstance(c, dict) else None for c in document["choices"][:1]]
-    if not messages:
-        raise TranscriptError("an openai-chat transcript needs a 'messages' (or 'choices') list")
-    for message in messages:
-        calls = message.get("tool_calls") if isinstance(message, dict) else None
-        if calls is None:
-            continue
-        if not isinstance(calls, list):
-            raise TranscriptError("an openai-chat 'tool_calls' value is not a list")
-        for item in calls:
-            yield item, envelope_from_openai_chat
-
-
-def _openai_responses(
-    document: Mapping[str, Any],
-) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
-    lists = [document[key] for key in ("input", "output") if isinstance(document.get(key), list)]
-    if not lists:
-        raise TranscriptError("an openai-responses transcript needs an 'input' or 'output' list")
-    for items in lists:
-        for item in items:
-            if isinstance(item, dict) and item.get("type") == "function_call":
-                yield item, envelope_from_openai_responses
-
-
-def _anthropic(document: Mapping[str, Any]) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
-    messages = _messages(document)
-    if not messages and document.get("type") == "message":
-        messages = [document]
-    if not messages:
-        raise TranscriptError("an anthropic transcript needs a 'messages' list")
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                yield block, envelope_from_anthropic
-
-
-def _gemini(document: Mapping[str, Any]) -> Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]:
-    contents = document.get("contents")
-    if not isinstance(contents, list):
-        candidates = document.get("candidates")
-        contents = (
-            [c.get("content") if isinstance(c, dict) else None for c in candidates[:1]]
-            if isinstance(candidates, list)
-            else None
-        )
-    if contents is None:
-        raise TranscriptError("a gemini transcript needs a 'contents' (or 'candidates') list")
-    for content in contents:
-        parts = content.get("parts") if isinstance(content, dict) else None
-        if not isinstance(parts, list):
-            continue
-        for part in parts:
-            if isinstance(part, dict) and ("functionCall" in part or "function_call" in part):
-                yield part, envelope_from_gemini
-
-
-_EXTRACTORS: dict[
-    str, Callable[[Mapping[str, Any]], Iterator[tuple[object, Callable[..., ToolCallEnvelope]]]]
-] = {
-    "openai-chat": _openai_chat,
-    "openai-responses": _openai_responses,
-    "anthropic": _anthropic,
-    "gemini": _gemini,
-}
-
-
 def extract_calls(document: Mapping[str, Any], fmt: str, run_id: str) -> tuple[Call, ...]:
     """Every tool call of ``document`` as an envelope, in transcript order (CIS-PRE-7).
 
@@ -279,10 +165,15 @@ def extract_calls(document: Mapping[str, Any], fmt: str, run_id: str) -> tuple[C
     malformed call item is kept (the boundary answers it with a code); a malformed
     structure raises :class:`TranscriptError`.
     """
+    transcript_format = providers.transcript_format(fmt)
     calls: list[Call] = []
-    for item, convert in _EXTRACTORS[fmt](document):
+    try:
+        found = list(transcript_format.call_items(document))
+    except providers.TranscriptShapeError as exc:
+        raise TranscriptError(str(exc)) from None
+    for item in found:
         note = _note(item, run_id)
-        envelope = convert(item, run_id)
+        envelope = transcript_format.envelope(item, run_id)
         if note != run_id:
             envelope = evolve(envelope, run_id=note if isinstance(note, str) else None)
         calls.append(Call(index=len(calls) + 1, envelope=envelope))
@@ -336,12 +227,14 @@ def load_transcript(path: Path, fmt: str = "auto", run_id: str | None = None) ->
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot be read ({type(exc).__name__})") from None
     try:
-        document = json.loads(text)
+        # The I-JSON document decoder: a duplicate member name, NaN or an unrepresentable
+        # number inside a call's arguments makes that call INVALID_ARGUMENTS (CIS-ECO-2).
+        document = load_document(text)
     except json.JSONDecodeError as exc:
         raise TranscriptError(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
         ) from None
-    except RecursionError:
+    except (ValueError, RecursionError):
         raise TranscriptError(f"{path}: not valid JSON (nested too deeply)") from None
     if not isinstance(document, dict):
         raise TranscriptError(f"{path}: a transcript is a JSON object, not a {type(document).__name__}")

@@ -3,8 +3,9 @@
 Payloads follow the public API references: OpenAI Chat Completions (assistant
 ``message.tool_calls``), OpenAI Responses (``output`` items of type
 ``function_call``), Anthropic Messages (``content`` blocks of type ``tool_use``) and
-Google Gemini (``candidates[].content.parts[].functionCall``). Hostile items never
-make a parser raise; preflight rejects what they produce with the right code.
+Google Gemini (``candidates[].content.parts[].functionCall``). Hostile call items
+never make a parser raise; preflight rejects what they produce with the right code.
+Inputs that are no call or turn at all raise ``TypeError``/``ValueError`` (CIS-ECO-1).
 """
 
 from __future__ import annotations
@@ -294,35 +295,53 @@ class Exploding(dict[str, Any]):
         raise RuntimeError("boom")
 
 
+#: Objects in a call's place whose fields are malformed: an envelope preflight rejects.
 HOSTILE: list[Any] = [
-    None,
-    1,
-    "call_1",
-    [],
     {},
     {"id": None},
     Exploding(),
-    float("nan"),
     {"type": "function", "id": 5, "function": "get_weather"},
+    '{"id": ""}',
+]
+
+#: Inputs that are no call object at all: a programming error, raised (CIS-ECO-1).
+NOT_A_CALL: list[tuple[Any, type[Exception]]] = [
+    (None, TypeError),
+    (1, TypeError),
+    (float("nan"), TypeError),
+    (object(), TypeError),
+    ("call_1", ValueError),  # JSON text that is not JSON
+    ('"call_1"', ValueError),  # JSON text of a string
+    ([], ValueError),
+    (b"\xff", ValueError),
+]
+
+PARSERS = [
+    envelope_from_openai_chat,
+    envelope_from_openai_responses,
+    envelope_from_anthropic,
+    envelope_from_gemini,
 ]
 
 
 @pytest.mark.parametrize("item", HOSTILE, ids=[f"hostile-{i}" for i in range(len(HOSTILE))])
-@pytest.mark.parametrize(
-    "parse",
-    [
-        envelope_from_openai_chat,
-        envelope_from_openai_responses,
-        envelope_from_anthropic,
-        envelope_from_gemini,
-    ],
-)
+@pytest.mark.parametrize("parse", PARSERS)
 def test_hostile_items_give_missing_id(parse: Any, item: Any) -> None:
-    """CIS-PRE-7, CIS-ID-2, CIS-PRE-2: any malformed item is an envelope preflight rejects, never a raise."""
+    """CIS-PRE-7, CIS-ID-2, CIS-PRE-2: a malformed call object is an envelope preflight rejects."""
     envelope = parse(item, RUN)
     assert envelope.run_id == RUN
     assert envelope.tool_call_id is None
     assert preflight(envelope) is ErrorCode.MISSING_TOOL_CALL_ID
+
+
+@pytest.mark.parametrize(
+    ("item", "error"), NOT_A_CALL, ids=[f"not-a-call-{i}" for i in range(len(NOT_A_CALL))]
+)
+@pytest.mark.parametrize("parse", PARSERS)
+def test_what_is_no_call_object_raises(parse: Any, item: Any, error: type[Exception]) -> None:
+    """CIS-ECO-1: an input that is none of the accepted kinds raises, naming what was expected."""
+    with pytest.raises(error, match="expected one"):
+        parse(item, RUN)
 
 
 @pytest.mark.parametrize(
@@ -452,33 +471,45 @@ def test_deep_input_is_refused_not_crashed_on() -> None:
     assert preflight(envelope) is ErrorCode.INVALID_ARGUMENTS
 
 
+EXTRACTORS = {
+    "chat": envelopes_from_openai_chat,
+    "responses": envelopes_from_openai_responses,
+    "anthropic": envelopes_from_anthropic,
+    "gemini": envelopes_from_gemini,
+}
+ALL = tuple(EXTRACTORS)
+
+
 @pytest.mark.parametrize(
-    "extract",
+    ("payload", "empty_for", "error"),
     [
-        envelopes_from_openai_chat,
-        envelopes_from_openai_responses,
-        envelopes_from_anthropic,
-        envelopes_from_gemini,
+        (None, (), TypeError),
+        (3, (), TypeError),
+        ("text", (), ValueError),
+        ("3", (), ValueError),
+        ({}, (), ValueError),
+        ({"unrelated": 1}, (), ValueError),
+        ([], ALL, None),
+        ({"choices": []}, ("chat",), ValueError),
+        ({"choices": "x"}, (), ValueError),
+        ({"candidates": []}, ("gemini",), ValueError),
+        ({"output": None}, ("responses",), ValueError),
+        ({"content": 5}, (), ValueError),
+        ({"role": "assistant", "content": "Hello"}, ("chat", "anthropic"), ValueError),
+        ('{"role": "assistant", "tool_calls": null}', ("chat",), ValueError),
     ],
 )
-@pytest.mark.parametrize(
-    "payload",
-    [
-        None,
-        3,
-        "text",
-        {},
-        [],
-        {"choices": []},
-        {"choices": "x"},
-        {"candidates": []},
-        {"output": None},
-        {"content": 5},
-    ],
-)
-def test_helpers_never_raise_on_hostile_payloads(extract: Any, payload: Any) -> None:
-    """CIS-PRE-7: a payload without calls gives no envelopes."""
-    assert extract(payload, RUN) == []
+def test_helpers_raise_for_what_is_no_model_turn(
+    payload: Any, empty_for: tuple[str, ...], error: type[Exception] | None
+) -> None:
+    """CIS-ECO-1, CIS-PRE-7: a turn without calls gives ``[]``; anything of no accepted shape raises."""
+    for name, extract in EXTRACTORS.items():
+        if name in empty_for:
+            assert extract(payload, RUN) == [], name
+        else:
+            assert error is not None
+            with pytest.raises(error):
+                extract(payload, RUN)
 
 
 def test_helpers_never_drop_a_malformed_call_item() -> None:
@@ -542,14 +573,22 @@ _items = st.dictionaries(_keys, _json | st.dictionaries(_keys, _json, max_size=4
 @settings(max_examples=100, deadline=None)
 @given(item=_items)
 def test_parsers_are_total_over_decoded_json(item: Any) -> None:
-    """CIS-PRE-7, CIS-PRE-2: any decoded JSON item gives an envelope with the run id; preflight answers it."""
+    """CIS-PRE-7, CIS-PRE-2, CIS-ECO-1: decoded JSON gives envelopes preflight answers, or says why not."""
     for parse in (
         envelope_from_openai_chat,
         envelope_from_openai_responses,
         envelope_from_anthropic,
         envelope_from_gemini,
     ):
-        envelope = parse(item, RUN)
+        try:
+            envelope = parse(item, RUN)
+        except (TypeError, ValueError) as exc:  # not one call object: said so (CIS-ECO-1)
+            message = str(exc)
+        else:
+            message = None
+        if message is not None:
+            assert "expected" in message
+            continue
         assert envelope.run_id == RUN
         assert envelope.tool_call_id is None or isinstance(envelope.tool_call_id, str)
         assert envelope.arguments is None or isinstance(envelope.arguments, str)
@@ -561,5 +600,9 @@ def test_parsers_are_total_over_decoded_json(item: Any) -> None:
         envelopes_from_anthropic,
         envelopes_from_gemini,
     ):
-        for envelope in extract(item, RUN):
+        try:
+            envelopes = extract(item, RUN)
+        except (TypeError, ValueError):
+            continue
+        for envelope in envelopes:
             assert envelope.run_id == RUN

@@ -3,9 +3,10 @@
 Every failure path runs with a raw response (and request) holding a marker string,
 and with store errors whose text holds a Redis URL with a password and a Redis key,
 as a careless driver's would. Then every BoundaryResult (repr and every field),
-every exception message reaching the caller and every log record (captured at
-DEBUG) is searched for the marker, the password, the URL, key-looking text
-(``:{``) and ``Traceback``.
+every exception message reaching the caller, every log record (captured at
+DEBUG, with its ``run_id``/``tool_call_id`` extras) and every OpenTelemetry span
+(name, attributes, status, events; CIS-OBS-3) is searched for the marker, the
+password, the URL, key-looking text (``:{``) and ``Traceback``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from ._fakes import (
     LeakyStoreError,
     envelope,
 )
+from ._otel import recording
 
 FORBIDDEN = (MARKER, PASSWORD, SECRET_URL, SECRET_KEY, ":{", "Traceback", "hunter2")
 LIMITS = Limits(raw_bytes=200, agent_result_bytes=64, request_bytes=512)
@@ -152,6 +154,19 @@ def texts_of_exception(exc: BaseException) -> Iterator[str]:
     yield "".join(traceback.format_exception(exc)).replace("Traceback", "")
 
 
+def texts_of_spans(spans: Any) -> Iterator[str]:
+    """Everything an exported span holds: name, attribute names and values, status, events."""
+    finished = spans.get_finished_spans()
+    assert finished, "every invoke is a span"
+    for span in finished:
+        yield span.name
+        yield repr(dict(span.attributes or {}))
+        yield str(span.status.description)
+        for event in span.events:
+            yield event.name
+            yield repr(dict(event.attributes or {}))
+
+
 def assert_clean(texts: list[str], caplog: pytest.LogCaptureFixture) -> None:
     for text in texts:
         for forbidden in FORBIDDEN:
@@ -159,8 +174,10 @@ def assert_clean(texts: list[str], caplog: pytest.LogCaptureFixture) -> None:
     assert caplog.records, "the failure paths log"
     for record in caplog.records:
         message = record.getMessage()
+        ids = f"{record.__dict__.get('run_id')} {record.__dict__.get('tool_call_id')}"
         for forbidden in FORBIDDEN:
             assert forbidden not in message, (forbidden, message)
+            assert forbidden not in ids, (forbidden, ids)
         assert record.exc_info is None
         assert record.exc_text is None
         assert record.stack_info is None
@@ -253,9 +270,11 @@ def run_sync_paths(store: Any, clock: FakeClock) -> list[str]:
 def test_no_secret_reaches_agent_caller_or_log(
     make_store: Any, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """CIS-ERR-1, CIS-ERR-2, CIS-FAIL-5, CIS-BND-4, CIS-REC-3, CIS-PRE-4: every sync failure path is clean."""
+    """CIS-ERR-1, CIS-ERR-2, CIS-FAIL-5, CIS-BND-4, CIS-REC-3, CIS-PRE-4, CIS-OBS-3: sync paths are clean."""
     caplog.set_level(logging.DEBUG)
-    texts = run_sync_paths(make_store(clock), clock)
+    with recording() as spans:
+        texts = run_sync_paths(make_store(clock), clock)
+    texts.extend(texts_of_spans(spans))
     assert_clean(texts, caplog)
 
 
@@ -302,7 +321,9 @@ def test_no_secret_reaches_agent_caller_or_log_async(
         finally:
             await store.close()
 
-    asyncio.run(main())
+    with recording() as spans:
+        asyncio.run(main())
+    texts.extend(texts_of_spans(spans))
     assert_clean(texts, caplog)
 
 

@@ -1,0 +1,193 @@
+"""LangChain (langchain-core): a tool and a router that pass every call through the boundary (CIS-ECO-4).
+
+Two entry points:
+
+- :func:`tool_messages` / :func:`atool_messages`: answer *every* call of an
+  ``AIMessage`` with a ``ToolMessage``, in the model's order: its ``tool_calls``
+  **and** its ``invalid_tool_calls`` (the calls whose arguments LangChain could not
+  parse, which its own tool executors never run and never answer). This is the
+  path that keeps the raw arguments: for OpenAI-style messages the text is read
+  from ``additional_kwargs["tool_calls"]``, where LangChain keeps what the model
+  sent;
+- :func:`boundary_tool`: a ``BaseTool`` for LangChain's own executors (e.g. a
+  LangGraph ``ToolNode``), called with a ``ToolCall``; it returns a ``ToolMessage``.
+
+What LangChain drops, and what the adapter does about it:
+
+- the raw arguments text: a ``ToolCall`` holds only LangChain's parse, in which a
+  duplicate member name has already collapsed to its last value. The router uses
+  the raw text when the message kept it; the tool (which only ever sees the
+  ``ToolCall``) serializes the parsed object deterministically instead, so there a
+  duplicate can no longer be seen;
+- keys outside the tool's ``args_schema``: a LangChain tool with a pydantic schema
+  silently ignores them. The adapter's tool takes a JSON-schema dict and hands the
+  whole object to the boundary, nothing dropped;
+- the call itself, when the arguments do not parse: LangChain moves it to
+  ``invalid_tool_calls`` and no executor answers it. The router answers it
+  (INVALID_ARGUMENTS, from the raw text);
+- unknown tool names: the router sends them to the boundary (UNAUTHORIZED); a
+  ``ToolNode`` answers them itself before any tool runs;
+- a missing id: LangChain allows ``id=None``; the boundary answers
+  MISSING_TOOL_CALL_ID and the ``ToolMessage`` carries an empty ``tool_call_id``
+  (a provider cannot match it; the model's response was malformed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict, Field
+
+from ..boundary import BoundaryResult, ToolBoundary
+from ..kernel import RunContext, ToolCallEnvelope
+from ..providers import agent_text
+from ..providers._common import serialize_object
+from ._common import AnyBoundary, RunSource, check_tool, invoke, resolve_run
+
+__all__ = ["BoundaryTool", "atool_messages", "boundary_tool", "envelopes_from_langchain", "tool_messages"]
+
+_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+
+
+def _raw_texts(message: AIMessage) -> dict[str, str]:
+    """id -> raw arguments text, in the model's order, from OpenAI-style
+    ``additional_kwargs["tool_calls"]`` (where LangChain keeps what the model sent)."""
+    found: dict[str, str] = {}
+    calls = message.additional_kwargs.get("tool_calls")
+    for item in calls if isinstance(calls, list) else ():
+        function = item.get("function") if isinstance(item, Mapping) else None
+        arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        if isinstance(item, Mapping) and isinstance(item.get("id"), str) and isinstance(arguments, str):
+            found.setdefault(item["id"], arguments)
+    return found
+
+
+def _envelope(run_id: str, tool_call_id: object, name: object, arguments: str | None) -> ToolCallEnvelope:
+    return ToolCallEnvelope(
+        run_id=run_id,
+        tool_call_id=tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None,
+        tool_name=name if isinstance(name, str) else None,
+        arguments=arguments,
+    )
+
+
+def envelopes_from_langchain(message: AIMessage, run_id: str) -> list[ToolCallEnvelope]:
+    """Every call of ``message`` (``tool_calls`` and ``invalid_tool_calls``) as an envelope,
+    in the model's order when ``additional_kwargs`` kept it (else valid calls first).
+
+    Arguments: the raw text kept in ``additional_kwargs`` when there is one for the
+    id; else a valid call's parsed ``args`` serialized deterministically, and an
+    invalid call's ``args`` text as it is. ``TypeError`` for a non-``AIMessage``.
+    """
+    if not isinstance(message, AIMessage):
+        raise TypeError("expected a langchain_core AIMessage")
+    raw = _raw_texts(message)
+    envelopes = []
+    for call in message.tool_calls:
+        call_id = call.get("id")
+        text = raw.get(call_id) if isinstance(call_id, str) else None
+        arguments = text if text is not None else serialize_object(call.get("args"))
+        envelopes.append(_envelope(run_id, call_id, call.get("name"), arguments))
+    for invalid in message.invalid_tool_calls:
+        tool_call_id = invalid.get("id")
+        text = raw.get(tool_call_id) if isinstance(tool_call_id, str) else None
+        args = invalid.get("args")
+        arguments = text if text is not None else (args if isinstance(args, str) else None)
+        envelopes.append(_envelope(run_id, tool_call_id, invalid.get("name"), arguments))
+    # The model's order where the message kept it; LangChain lists invalid calls last.
+    order = {tool_call_id: index for index, tool_call_id in enumerate(raw)}
+    return sorted(envelopes, key=lambda e: order.get(e.tool_call_id or "", len(order)))
+
+
+def _tool_message(envelope: ToolCallEnvelope, result: BoundaryResult) -> ToolMessage:
+    return ToolMessage(
+        content=agent_text(result),
+        tool_call_id=envelope.tool_call_id or "",
+        name=envelope.tool_name,
+        status="success" if result.ok else "error",
+    )
+
+
+def tool_messages(boundary: ToolBoundary, context: RunContext, message: AIMessage) -> list[ToolMessage]:
+    """One ``ToolMessage`` per call of ``message``, valid and invalid, in order (CIS-ECO-4)."""
+    return [
+        _tool_message(envelope, boundary.invoke(context, envelope))
+        for envelope in envelopes_from_langchain(message, context.run_id)
+    ]
+
+
+async def atool_messages(boundary: AnyBoundary, context: RunContext, message: AIMessage) -> list[ToolMessage]:
+    """:func:`tool_messages` for asyncio: concurrent on an :class:`AsyncToolBoundary`."""
+    envelopes = envelopes_from_langchain(message, context.run_id)
+    results = await asyncio.gather(*(invoke(boundary, context, envelope) for envelope in envelopes))
+    return [_tool_message(envelope, result) for envelope, result in zip(envelopes, results, strict=True)]
+
+
+class BoundaryTool(BaseTool):
+    """A LangChain tool running through the boundary; build it with :func:`boundary_tool`.
+
+    Invoked with a ``ToolCall`` (``{"type": "tool_call", "id", "name", "args"}``) it
+    returns a ``ToolMessage`` answering that id (``status="error"`` for a failure);
+    invoked with a bare arguments object there is no call id, and the answer is
+    MISSING_TOOL_CALL_ID's text. Sync ``invoke`` needs a :class:`ToolBoundary`;
+    ``ainvoke`` takes either boundary.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    boundary: Any = Field(exclude=True)
+    run_source: Any = Field(exclude=True)
+
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        # Hand _run LangChain's parse of the arguments and the call's id, unvalidated:
+        # the boundary, not a pydantic schema, decides what the arguments may be.
+        return (), {"call_arguments": tool_input, "call_id": tool_call_id}
+
+    def _prepare(
+        self, call_arguments: object, call_id: object, config: RunnableConfig
+    ) -> tuple[RunContext, ToolCallEnvelope]:
+        context = resolve_run(self.run_source, config)
+        return context, _envelope(context.run_id, call_id, self.name, serialize_object(call_arguments))
+
+    def _run(self, call_arguments: object, call_id: object, config: RunnableConfig, **_: Any) -> Any:
+        if not isinstance(self.boundary, ToolBoundary):
+            raise TypeError("a sync invoke needs a ToolBoundary; use ainvoke with an AsyncToolBoundary")
+        context, envelope = self._prepare(call_arguments, call_id, config)
+        return _reply(envelope, self.boundary.invoke(context, envelope))
+
+    async def _arun(self, call_arguments: object, call_id: object, config: RunnableConfig, **_: Any) -> Any:
+        context, envelope = self._prepare(call_arguments, call_id, config)
+        return _reply(envelope, await invoke(self.boundary, context, envelope))
+
+
+def _reply(envelope: ToolCallEnvelope, result: BoundaryResult) -> ToolMessage | str:
+    return agent_text(result) if envelope.tool_call_id is None else _tool_message(envelope, result)
+
+
+def boundary_tool(
+    boundary: AnyBoundary,
+    run: RunSource,
+    name: str,
+    description: str,
+    args_schema: dict[str, Any] | None = None,
+) -> BoundaryTool:
+    """A ``BaseTool`` named ``name`` (registered in ``boundary``) (CIS-ECO-4).
+
+    ``run``: the :class:`RunContext`, or a function of the ``RunnableConfig`` the
+    tool is invoked with returning it. ``args_schema``: a JSON-schema dict shown to
+    the model (default: any object); LangChain does not filter by it.
+    """
+    check_tool(boundary, name)
+    return BoundaryTool(
+        name=name,
+        description=description,
+        args_schema=args_schema if args_schema is not None else dict(_OBJECT_SCHEMA),
+        boundary=boundary,
+        run_source=run,
+    )

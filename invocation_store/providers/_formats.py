@@ -1,0 +1,63 @@
+"""The registry of transcript formats: how each provider's transcript is detected and walked.
+
+A transcript is one JSON document in a provider's own shape (the request history a
+harness sends, or a response it received). Each :class:`TranscriptFormat` knows
+how to recognise its shape (``detect``), how to find every tool-call item in it, in
+transcript order (``call_items``), and how one item becomes an envelope
+(``envelope``). :data:`FORMATS` lists them in detection order; the CLI only wires
+them (CIS-PRE-7, CIS-ECO-1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from attrs import frozen
+
+from ..kernel import ToolCallEnvelope
+from ._common import document
+
+__all__ = ["TranscriptFormat", "TranscriptShapeError", "has_block", "messages"]
+
+
+class TranscriptShapeError(ValueError):
+    """A transcript's structure is not its format's (one safe line: no payload text)."""
+
+
+@frozen(kw_only=True)
+class TranscriptFormat:
+    """One provider's transcript shape.
+
+    ``name``: as ``--format`` spells it. ``detect(document)``: True if the decoded
+    document has this shape. ``call_items(document)``: every tool-call item in
+    transcript order; raises :class:`TranscriptShapeError` for a malformed
+    structure (a malformed *item* is yielded, for preflight to answer).
+    ``envelope(item, run_id)``: the envelope of one item.
+    """
+
+    name: str
+    detect: Callable[[Mapping[str, Any]], bool]
+    call_items: Callable[[Mapping[str, Any]], Iterator[object]]
+    envelope: Callable[[object, str], ToolCallEnvelope]
+
+    def envelopes_from_transcript(self, transcript: object, run_id: str) -> list[ToolCallEnvelope]:
+        """Every call of ``transcript`` (JSON text, or the decoded object) as an envelope, in order."""
+        decoded = document(transcript, f"a {self.name} transcript (a JSON object)")
+        if not isinstance(decoded, Mapping):
+            raise ValueError(f"a {self.name} transcript is a JSON object, not an array")
+        return [self.envelope(item, run_id) for item in self.call_items(decoded)]
+
+
+def messages(transcript: Mapping[str, Any]) -> list[Any]:
+    """The transcript's ``messages`` list, or ``[]``."""
+    found = transcript.get("messages")
+    return found if isinstance(found, list) else []
+
+
+def has_block(message: object, kind: str) -> bool:
+    """True if ``message`` has a ``content`` list holding a block of type ``kind``."""
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == kind for block in content
+    )

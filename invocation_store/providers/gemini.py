@@ -1,0 +1,188 @@
+"""Google Gemini: ``functionCall`` parts in, ``functionResponse`` parts out (CIS-PRE-7, CIS-ECO-1..3).
+
+A call is a part ``{"functionCall": {"id"?: ..., "name": ..., "args"?: {...}}}``
+(the Python SDK spells it ``function_call``). The ``id`` is optional in Gemini's
+API: an absent or empty id gives ``tool_call_id=None`` (MISSING_TOOL_CALL_ID); an
+id is never generated. ``args`` is a protobuf Struct, which JSON may omit when
+empty: absent or ``null`` args are ``{}``; object args are serialized once,
+deterministically, and refused if anything inside breaks I-JSON (CIS-ECO-2). The
+answer is a part ``{"functionResponse": {"id"?: <the call's id>, "name": <the
+call's tool name>, "response": {"output": ...} | {"error": ...}}}``: Gemini matches
+a response by name (and id when there is one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..kernel import ToolCallEnvelope
+from ..kernel._ijson import DuplicateMembers
+from ._common import document, envelope, get, items, plain_item, serialize_object
+from ._formats import TranscriptFormat, TranscriptShapeError
+from ._results import agent_payload, checked_pair
+
+if TYPE_CHECKING:
+    from ..boundary import BoundaryResult
+
+__all__ = [
+    "FORMAT",
+    "envelope_from_gemini",
+    "envelopes_from_gemini",
+    "gemini_function_response",
+    "gemini_function_responses_content",
+]
+
+_ONE = "one Gemini part with a function call, or a FunctionCall (typed, its dict or JSON text)"
+_MANY = (
+    "a GenerateContentResponse, a Content, a list of parts or FunctionCalls, or one part "
+    "(typed objects, their dicts or JSON text)"
+)
+#: Keys by which a mapping is known to be a Part (camelCase and the SDK's snake_case).
+_PART_KEYS = frozenset(
+    {
+        "text", "thought", "thought_signature", "thoughtSignature", "inline_data", "inlineData",
+        "file_data", "fileData", "function_response", "functionResponse", "executable_code",
+        "executableCode", "code_execution_result", "codeExecutionResult", "video_metadata",
+        "videoMetadata",
+    }
+)  # fmt: skip
+
+
+def _function_call(part: object) -> object:
+    """The FunctionCall of a part (``functionCall``, or the SDK's ``function_call``)."""
+    call = get(part, "functionCall")
+    return call if call is not None else get(part, "function_call")
+
+
+def _is_function_call(data: Mapping[str, Any]) -> bool:
+    """A bare FunctionCall object (``response.function_calls[i]``), not a part."""
+    return "name" in data and not ({"functionCall", "function_call"} & data.keys())
+
+
+def _call(part: object, run_id: str) -> ToolCallEnvelope:
+    call = part if isinstance(part, Mapping) and _is_function_call(part) else _function_call(part)
+    args = get(call, "args")
+    arguments = "{}" if args is None and isinstance(call, Mapping) else serialize_object(args)
+    if isinstance(call, DuplicateMembers):
+        arguments = None
+    return envelope(run_id, get(call, "id"), get(call, "name"), arguments, part)
+
+
+def envelope_from_gemini(part: object, run_id: str) -> ToolCallEnvelope:
+    """One Gemini ``functionCall`` part, or a bare ``FunctionCall`` (CIS-PRE-7, CIS-ECO-1, CIS-ECO-2).
+
+    Args that are not an object, or break I-JSON anywhere inside, get
+    ``arguments=None`` (INVALID_ARGUMENTS). Raises ``TypeError``/``ValueError`` for
+    anything that is not one part or call object (a whole response or Content
+    included: use :func:`envelopes_from_gemini`).
+    """
+    data = document(part, _ONE)
+    if not isinstance(data, Mapping):
+        raise ValueError(f"expected {_ONE}; got a list")
+    if "candidates" in data or "parts" in data:
+        raise ValueError(f"expected {_ONE}; got a response or Content (use envelopes_from_gemini)")
+    return _call(data, run_id)
+
+
+def envelopes_from_gemini(response: object, run_id: str) -> list[ToolCallEnvelope]:
+    """Every function call of a model turn, in order (CIS-PRE-7, CIS-ECO-1).
+
+    Accepts a ``GenerateContentResponse`` (candidate 0), a ``Content``
+    (``{"role": "model", "parts": [...]}``), a list of parts or of ``FunctionCall``
+    objects (``response.function_calls``), or one part, as typed objects, dicts or
+    JSON text. Parts without a function call (text, thoughts) are skipped. Raises
+    ``ValueError`` for a part that is not an object or an object of another shape,
+    ``TypeError`` for a non-object.
+    """
+    data = document(response, _MANY)
+    if isinstance(data, Mapping):
+        if "candidates" in data:
+            candidates = items(get(data, "candidates"), "'candidates'")
+            if not candidates:
+                return []
+            content = get(plain_item(candidates[0]), "content")
+            if content is None:
+                return []  # a candidate blocked by safety settings has no content
+            if not isinstance(content, Mapping):
+                raise ValueError("'candidates[0].content' is not an object")
+            data = content
+        if "parts" in data:
+            parts = items(get(data, "parts"), "'parts'")
+        elif (
+            {"functionCall", "function_call"} & data.keys()
+            or _PART_KEYS & data.keys()
+            or _is_function_call(data)
+        ):
+            parts = [data]
+        else:
+            raise ValueError(f"expected {_MANY}; got an object of another shape")
+    else:
+        parts = data
+    calls = []
+    for raw in parts:
+        part = plain_item(raw)
+        if not isinstance(part, Mapping):
+            raise ValueError("a Gemini part is not an object")
+        if _is_function_call(part) or _function_call(part) is not None:
+            calls.append(_call(part, run_id))
+    return calls
+
+
+def gemini_function_response(envelope: ToolCallEnvelope, result: BoundaryResult) -> dict[str, Any]:
+    """The ``functionResponse`` part answering one call (CIS-ECO-3).
+
+    ``{"functionResponse": {"id": <the envelope's original id, omitted when it has
+    none>, "name": <the envelope's tool name>, "response": {"output": <agent
+    payload>}}}`` on success, ``{"error": <code and fixed message>}`` on failure
+    (Gemini's documented ``output``/``error`` keys). Raises ``ValueError`` when the
+    call has no tool name (Gemini matches responses by name).
+    """
+    envelope, result = checked_pair(envelope, result)
+    name = envelope.tool_name
+    if not isinstance(name, str) or name == "":
+        raise ValueError("Gemini matches a function response by its tool name, and this call has none")
+    payload = agent_payload(result)
+    response: dict[str, Any] = {"output": payload} if result.ok else {"error": payload}
+    function_response: dict[str, Any] = {"name": str.__str__(name), "response": response}
+    if isinstance(envelope.tool_call_id, str) and envelope.tool_call_id != "":
+        function_response = {"id": str.__str__(envelope.tool_call_id), **function_response}
+    return {"functionResponse": function_response}
+
+
+def gemini_function_responses_content(
+    pairs: Iterable[tuple[ToolCallEnvelope, BoundaryResult]],
+) -> dict[str, Any]:
+    """The ``Content`` answering every call of one model turn, in order (CIS-ECO-3)."""
+    return {"role": "user", "parts": [gemini_function_response(e, r) for e, r in pairs]}
+
+
+# -- transcripts ---------------------------------------------------------------------------
+
+
+def _detect(transcript: Mapping[str, Any]) -> bool:
+    return isinstance(transcript.get("contents"), list) or isinstance(transcript.get("candidates"), list)
+
+
+def _call_items(transcript: Mapping[str, Any]) -> Iterator[object]:
+    contents = transcript.get("contents")
+    if not isinstance(contents, list):
+        candidates = transcript.get("candidates")
+        contents = (
+            [c.get("content") if isinstance(c, dict) else None for c in candidates[:1]]
+            if isinstance(candidates, list)
+            else None
+        )
+    if contents is None:
+        raise TranscriptShapeError("a gemini transcript needs a 'contents' (or 'candidates') list")
+    for content in contents:
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            continue
+        for part in parts:
+            if isinstance(part, dict) and ("functionCall" in part or "function_call" in part):
+                yield part
+
+
+#: ``{"contents": [...]}`` whose model turns hold ``functionCall`` parts, or a response.
+FORMAT = TranscriptFormat(name="gemini", detect=_detect, call_items=_call_items, envelope=_call)

@@ -1,0 +1,364 @@
+"""Logs, traces and metrics of the boundary (CIS-OBS-1..4).
+
+Spans and metrics go through the OpenTelemetry API to the SDK's in-memory exporter
+and reader (installed once per process by ``_otel``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from invocation_store import (
+    AsyncMemoryStore,
+    AsyncToolBoundary,
+    ErrorCode,
+    EvidenceStatus,
+    MemoryStore,
+    Projection,
+    RunContext,
+    ToolBoundary,
+    ToolCallEnvelope,
+    ToolRegistry,
+    ToolSpec,
+)
+from invocation_store._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES
+from invocation_store.adapters.redis import RedisStore
+
+from ._otel import metric_reader, recording
+
+RUN = "run-otel"
+
+
+def lookup(arguments: Any) -> dict[str, Any]:
+    with trace.get_tracer("tool").start_as_current_span("tool.lookup"):
+        return {"rows": [arguments["q"]] * 3}
+
+
+def project(raw: str, arguments: Any) -> Projection:
+    return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="3 rows", scope="db")
+
+
+def failing(arguments: Any) -> object:
+    raise RuntimeError("boom")
+
+
+def registry() -> ToolRegistry:
+    return ToolRegistry(
+        [
+            ToolSpec(name="lookup", executor=lookup, projector=project),
+            ToolSpec(name="failing", executor=failing, projector=project),
+        ]
+    )
+
+
+def call(
+    tool_call_id: str | None, tool_name: str = "lookup", arguments: str = '{"q": "x"}'
+) -> ToolCallEnvelope:
+    return ToolCallEnvelope(run_id=RUN, tool_call_id=tool_call_id, tool_name=tool_name, arguments=arguments)
+
+
+def sync_boundary() -> tuple[ToolBoundary, RunContext]:
+    store = MemoryStore()
+    boundary = ToolBoundary(store, registry())
+    context = boundary.open_run(
+        RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=20, byte_budget=1 << 20
+    )
+    assert isinstance(context, RunContext)
+    return boundary, context
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    with recording() as exporter:
+        yield exporter
+
+
+# ---------------------------------------------------------------------------
+# Logs
+
+
+def test_package_logger_has_a_null_handler() -> None:
+    """CIS-OBS-1: importing the package puts a NullHandler on the ``invocation_store`` logger."""
+    handlers = logging.getLogger("invocation_store").handlers
+    assert any(isinstance(handler, logging.NullHandler) for handler in handlers)
+
+
+def test_an_application_without_logging_prints_nothing() -> None:
+    """CIS-OBS-1: a failing tool logs a warning; without logging configured, stderr stays empty."""
+    script = """
+from invocation_store import MemoryStore, ToolBoundary, ToolRegistry, ToolSpec, ToolCallEnvelope, Projection
+def boom(arguments):
+    raise RuntimeError("boom")
+store = MemoryStore()
+tools = ToolRegistry([ToolSpec(name="t", executor=boom, projector=lambda r, a: None)])
+boundary = ToolBoundary(store, tools)
+context = boundary.open_run(
+    "r", deadline_ms=store.now_ms() + 9000, ttl_ms=9000, tool_call_budget=2, byte_budget=999
+)
+envelope = ToolCallEnvelope(run_id="r", tool_call_id="c", tool_name="t", arguments="{}")
+result = boundary.invoke(context, envelope)
+assert result.code.value == "EXECUTION_FAILED", result
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == ""
+
+
+def test_every_log_record_carries_run_id_and_tool_call_id(caplog: pytest.LogCaptureFixture) -> None:
+    """CIS-OBS-2, CIS-ERR-2: records name their run and call by safe ids only, never payloads."""
+    boundary, context = sync_boundary()
+    caplog.set_level(logging.DEBUG, logger="invocation_store")
+    boundary.invoke(context, call("call_fail", tool_name="failing"))
+    boundary.invoke(context, call("bad id {x}"))
+    boundary.invoke(context, call("call_fail", tool_name="failing"))  # duplicate
+    boundary.sweep_stale(context, 0)
+    records = [r for r in caplog.records if r.name.startswith("invocation_store")]
+    assert records
+    for record in records:
+        assert record.__dict__["run_id"] == RUN
+        assert "tool_call_id" in record.__dict__
+    by_message = {r.getMessage(): r.__dict__["tool_call_id"] for r in records}
+    assert by_message["tool failing executor raised RuntimeError: EXECUTION_FAILED"] == "call_fail"
+    assert by_message["tool call rejected at preflight: UNSAFE_TOOL_CALL_ID"] is None  # unsafe: not logged
+    assert by_message["tool call refused at admission: DUPLICATE_TOOL_CALL"] == "call_fail"
+    assert all("bad id" not in str(r.__dict__.values()) and "boom" not in r.getMessage() for r in records)
+
+
+def test_a_custom_logger_gets_the_ids_too(caplog: pytest.LogCaptureFixture) -> None:
+    """CIS-OBS-2: the ids are added to the harness's own logger as well."""
+    store = MemoryStore()
+    boundary = ToolBoundary(store, registry(), logger=logging.getLogger("harness.tools"))
+    context = boundary.open_run(
+        RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=20, byte_budget=1 << 20
+    )
+    assert isinstance(context, RunContext)
+    caplog.set_level(logging.INFO, logger="harness.tools")
+    boundary.invoke(context, call(None))
+    (record,) = [r for r in caplog.records if r.name == "harness.tools"]
+    assert (record.__dict__["run_id"], record.__dict__["tool_call_id"]) == (RUN, None)
+
+
+def test_the_redis_stores_records_name_the_call_too(caplog: pytest.LogCaptureFixture) -> None:
+    """CIS-OBS-2, CIS-FAIL-5: the Redis store's own warning, made inside invoke, carries the ids."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = RedisStore.from_url(
+        f"redis://127.0.0.1:{port}/0", socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
+    )
+    boundary = ToolBoundary(store, registry())
+    caplog.set_level(logging.WARNING)
+    try:
+        result = boundary.invoke(RunContext(run_id=RUN), call("call_r1"))
+    finally:
+        store.close()
+    assert result.code is ErrorCode.STORE_UNAVAILABLE
+    redis_records = [r for r in caplog.records if r.name == "invocation_store.redis"]
+    assert redis_records
+    for record in redis_records:
+        assert (record.__dict__["run_id"], record.__dict__["tool_call_id"]) == (RUN, "call_r1")
+
+
+# ---------------------------------------------------------------------------
+# Spans
+
+
+def test_one_span_per_invoke_with_stable_attributes(spans: Any) -> None:
+    """CIS-OBS-3: name, kind, attributes (all documented), phase durations, status; tool spans nest."""
+    boundary, context = sync_boundary()
+    ok = boundary.invoke(context, call("call_ok"))
+    assert ok.ok
+    finished = spans.get_finished_spans()
+    (span,) = [s for s in finished if s.name == "execute_tool lookup"]
+    (child,) = [s for s in finished if s.name == "tool.lookup"]
+    assert child.parent is not None
+    assert child.parent.span_id == span.context.span_id  # the tool's span is the call's child
+    assert span.kind is trace.SpanKind.INTERNAL
+    attributes = dict(span.attributes)
+    assert set(attributes) <= set(SPAN_ATTRIBUTES)
+    assert attributes["gen_ai.operation.name"] == "execute_tool"
+    assert attributes["gen_ai.tool.name"] == "lookup"
+    assert attributes["gen_ai.tool.call.id"] == "call_ok"
+    assert attributes["invocation_store.run_id"] == RUN
+    assert attributes["invocation_store.status"] == "READY"
+    assert attributes["invocation_store.evidence_status"] == "EVIDENCE_FOUND"
+    assert attributes["invocation_store.request_bytes"] == len('{"q": "x"}')
+    assert attributes["invocation_store.raw_bytes"] == len('{"rows":["x","x","x"]}')
+    assert attributes["invocation_store.agent_result_bytes"] == len("3 rows") + len("db")
+    for phase in ("execute", "project", "store"):
+        assert attributes[f"invocation_store.{phase}_ms"] >= 0
+    assert "invocation_store.code" not in attributes
+    assert span.status.status_code is trace.StatusCode.UNSET
+
+
+@pytest.mark.parametrize(
+    ("envelope", "status", "code", "tool"),
+    [
+        (call("call_f", tool_name="failing"), "ERROR", "EXECUTION_FAILED", "failing"),
+        (call("call_u", tool_name="not_registered"), "REJECTED", "UNAUTHORIZED", None),
+        (call("call {unsafe}"), "REJECTED", "UNSAFE_TOOL_CALL_ID", "lookup"),
+        (call("call_a", arguments="[1]"), "REJECTED", "INVALID_ARGUMENTS", "lookup"),
+    ],
+)
+def test_failed_calls_set_status_and_code(
+    spans: Any, envelope: ToolCallEnvelope, status: str, code: str, tool: str | None
+) -> None:
+    """CIS-OBS-3, CIS-ID-3: a failure is status ERROR with its code; unknown names and unsafe ids stay out."""
+    boundary, context = sync_boundary()
+    result = boundary.invoke(context, envelope)
+    assert result.code is ErrorCode(code)
+    (span,) = spans.get_finished_spans()
+    attributes = dict(span.attributes)
+    assert attributes["invocation_store.status"] == status
+    assert attributes["invocation_store.code"] == code
+    assert attributes.get("gen_ai.tool.name") == tool
+    assert span.name == f"execute_tool {tool or 'unregistered'}"
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert span.status.description == code
+    if envelope.tool_call_id == "call {unsafe}":
+        assert "gen_ai.tool.call.id" not in attributes
+
+
+def test_an_invoke_that_raises_ends_its_span_with_the_type_only(spans: Any) -> None:
+    """CIS-OBS-3, CIS-ERR-2: a programming error and a cancellation: ERROR, error.type, no text."""
+    boundary, context = sync_boundary()
+    with pytest.raises(TypeError):
+        boundary.invoke(context, {"tool_call_id": "c"})  # type: ignore[arg-type]
+
+    async def cancelled() -> None:
+        store = AsyncMemoryStore()
+        slow_tools = ToolRegistry([ToolSpec(name="slow", executor=slow, projector=project)])
+        async_boundary = AsyncToolBoundary(store, slow_tools)
+        run = await async_boundary.open_run(
+            RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+        )
+        assert isinstance(run, RunContext)
+        task = asyncio.ensure_future(async_boundary.invoke(run, call("call_c", tool_name="slow")))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    raised = {
+        s.attributes.get("error.type"): s for s in spans.get_finished_spans() if s.name.startswith("execute")
+    }
+    assert set(raised) == {"TypeError", "CancelledError"}
+    for span in raised.values():
+        assert span.status.status_code is trace.StatusCode.ERROR
+        assert span.status.description is None
+        assert set(span.attributes) <= set(SPAN_ATTRIBUTES)
+
+
+async def slow(arguments: Any) -> object:
+    await asyncio.sleep(10)
+    return {}
+
+
+def test_async_invokes_each_get_their_own_span(spans: Any) -> None:
+    """CIS-OBS-3: concurrent async invokes do not mix their attributes."""
+
+    async def main() -> None:
+        store = AsyncMemoryStore()
+        boundary = AsyncToolBoundary(store, registry())
+        context = await boundary.open_run(
+            RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=20, byte_budget=1 << 20
+        )
+        assert isinstance(context, RunContext)
+        results = await asyncio.gather(*(boundary.invoke(context, call(f"call_{i}")) for i in range(5)))
+        assert all(r.ok for r in results)
+
+    asyncio.run(main())
+    calls = [s for s in spans.get_finished_spans() if s.name == "execute_tool lookup"]
+    assert sorted(s.attributes["gen_ai.tool.call.id"] for s in calls) == [f"call_{i}" for i in range(5)]
+    children = [s for s in spans.get_finished_spans() if s.name == "tool.lookup"]
+    assert {c.parent.span_id for c in children} == {s.context.span_id for s in calls}
+
+
+def test_without_opentelemetry_nothing_is_emitted_and_nothing_fails() -> None:
+    """CIS-OBS-3, CIS-OBS-4: with the API not importable, invoke works and the telemetry is off."""
+    script = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            raise ImportError(name)
+sys.meta_path.insert(0, Block())
+from invocation_store import MemoryStore, ToolBoundary, ToolRegistry, ToolSpec, ToolCallEnvelope
+from invocation_store import EvidenceStatus, Projection, _telemetry
+found = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="x", scope="s")
+store = MemoryStore()
+spec = ToolSpec(name="t", executor=lambda a: "{}", projector=lambda r, a: found)
+boundary = ToolBoundary(store, ToolRegistry([spec]))
+context = boundary.open_run(
+    "r", deadline_ms=store.now_ms() + 9000, ttl_ms=9000, tool_call_budget=2, byte_budget=999
+)
+envelope = ToolCallEnvelope(run_id="r", tool_call_id="c", tool_name="t", arguments="{}")
+result = boundary.invoke(context, envelope)
+assert result.ok and result.tool_name == "t", result
+assert _telemetry._otel() is None
+assert "opentelemetry" not in sys.modules
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# Metrics
+
+
+def _points(name: str) -> list[Any]:
+    data = metric_reader().get_metrics_data()
+    found: list[Any] = []
+    if data is None:  # nothing recorded yet in this process
+        return found
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name:
+                    found.extend(metric.data.data_points)
+    return found
+
+
+def _count(status: str, tool: str) -> int:
+    return sum(
+        p.value
+        for p in _points("invocation_store.invocations")
+        if p.attributes.get("invocation_store.status") == status
+        and p.attributes.get("gen_ai.tool.name") == tool
+    )
+
+
+def test_outcome_counter_and_latency_histograms() -> None:
+    """CIS-OBS-4: one count per invoke by tool, status and code; durations per invoke and per phase."""
+    before_ready, before_error = _count("READY", "lookup"), _count("ERROR", "failing")
+    boundary, context = sync_boundary()
+    boundary.invoke(context, call("call_1"))
+    boundary.invoke(context, call("call_2"))
+    boundary.invoke(context, call("call_3", tool_name="failing"))
+    assert _count("READY", "lookup") == before_ready + 2
+    assert _count("ERROR", "failing") == before_error + 1
+    codes = {p.attributes.get("invocation_store.code") for p in _points("invocation_store.invocations")}
+    assert "EXECUTION_FAILED" in codes
+    durations = _points("invocation_store.invoke.duration")
+    assert sum(p.count for p in durations) >= 3
+    phases = {p.attributes["invocation_store.phase"] for p in _points("invocation_store.phase.duration")}
+    assert phases == {"execute", "project", "store"}
+    for name, (_kind, _unit, allowed) in INSTRUMENTS.items():
+        for point in _points(name):
+            assert set(point.attributes) <= set(allowed)
