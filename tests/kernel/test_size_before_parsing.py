@@ -34,7 +34,7 @@ def test_size_comes_before_the_ijson_check_in_the_order() -> None:
 def test_oversized_arguments_never_reach_the_parser() -> None:
     """CIS-SIZE-2: over the limit the I-JSON check is never called; within it, it is."""
     envelope = ToolCallEnvelope(run_id="run-1", tool_call_id="call_1", tool_name="search", arguments="[" * 65)
-    with mock.patch.object(_preflight, "check_arguments", wraps=_preflight.check_arguments) as spy:
+    with mock.patch.object(_preflight, "parse_arguments", wraps=_preflight.parse_arguments) as spy:
         assert (
             check_envelope(CONTEXT, envelope, POLICY, Limits(request_bytes=64)) is ErrorCode.REQUEST_TOO_LARGE
         )

@@ -162,3 +162,12 @@ def test_adapter_answers_unknown_kinds_and_caller_errors() -> None:
     assert serve(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), sink) == 2
     answers = [json.loads(line) for line in sink.getvalue().splitlines()]
     assert answers == [{"unsupported": "teleport"}, {"invalid_input": True}]
+
+
+def test_out_of_contract_functions_exist_and_say_why(mutants_module: Any) -> None:
+    """CIS-SPEC-3: every function excluded from the vectors' reach exists and carries its reason."""
+    for qualified, reason in mutants_module.OUT_OF_CONTRACT.items():
+        module, name = qualified.split(".", 1)
+        tree = ast.parse((mutants_module.KERNEL / f"{module}.py").read_text(encoding="utf-8"))
+        assert any(isinstance(node, ast.FunctionDef) and node.name == name for node in tree.body), qualified
+        assert reason.strip()
