@@ -41,6 +41,7 @@ from typing import Any, Final
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 from redis.cluster import RedisCluster
 from redis.commands.core import AsyncScript, Script
 from redis.exceptions import NoScriptError
@@ -60,9 +61,19 @@ from ..kernel import (
 from . import _redis_core as core
 from ._protocol import StoreUnavailableError
 from ._redis_scripts import COMPLETE_SCRIPT, CREATE_SCRIPT, END_RUN_SCRIPT, OPEN_RUN_SCRIPT, RUN_FIELDS
+from ._redis_server import Durability, UnsafeServerError, UnsupportedRedisError, check_commands, judge_server
+from ._redis_server import parse_info_text as _parse_info_text
 from .memory import wall_clock_ms
 
-__all__ = ["DEFAULT_PREFIX", "DEFAULT_TIMEOUT_S", "AsyncRedisStore", "RedisStore", "UnsupportedRedisError"]
+__all__ = [
+    "DEFAULT_PREFIX",
+    "DEFAULT_TIMEOUT_S",
+    "AsyncRedisStore",
+    "Durability",
+    "RedisStore",
+    "UnsafeServerError",
+    "UnsupportedRedisError",
+]
 
 #: Default key prefix (CIS-KEY-1).
 DEFAULT_PREFIX: Final = "cis"
@@ -80,27 +91,41 @@ _LOG.addHandler(logging.NullHandler())
 _FAILURES: Final = (redis.RedisError, OSError, ValueError, KeyError, IndexError, TypeError)
 
 
-class UnsupportedRedisError(StoreUnavailableError):
-    """The server is older than Redis 6.2, which the store requires (CIS-STORE-7).
-
-    A :class:`StoreUnavailableError` whose message says ``requires Redis >= 6.2``
-    and names the version found.
-    """
-
-    def __init__(self, found: str) -> None:
-        super().__init__(cause=f"requires Redis >= 6.2, found {found}")
-
-
 def _failure(operation: str, exc: BaseException) -> str:
     cause = exc.cause if isinstance(exc, core.CorruptReplyError) else type(exc).__name__
     _LOG.warning("redis store: %s failed (%s)", operation, cause)
     return cause
 
 
-def _check_version(info: Mapping[str, object]) -> None:
-    version = core.parse_version(info)
+def _check_old_version(reply: object) -> None:
+    """Raise UnsupportedRedisError if an unparsed ``INFO server`` reply names a server below 6.2."""
+    try:
+        version = core.parse_version(_parse_info_text(reply))
+    except ValueError:
+        return
     if version < core.MIN_VERSION:
         raise UnsupportedRedisError(".".join(str(part) for part in version))
+
+
+def _raise_first_error(replies: Sequence[object]) -> None:
+    """Raise the first error reply of a pipeline run with ``raise_on_error=False``."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
+def _resp2_connection(pool: Any) -> Any:
+    """A fresh RESP2 connection (no ``HELLO``) of ``pool``'s kind, for a version probe; None if RESP2 already.
+
+    Only a client that speaks RESP3 opens connections with ``HELLO 3``. Maintenance
+    notifications (a RESP3 feature) are left out of the probe.
+    """
+    kwargs = dict(pool.connection_kwargs)
+    if str(kwargs.get("protocol")) != "3":
+        return None
+    for name in ("maint_notifications_pool_handler", "maint_notifications_config"):
+        kwargs.pop(name, None)
+    return pool.connection_class(**{**kwargs, "protocol": 2})
 
 
 def _nonce() -> str:
@@ -139,11 +164,15 @@ class RedisStore:
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
         owns_client: bool = False,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
         self._clock = clock or wall_clock_ms
         self._owns_client = owns_client
+        self._durability = durability or Durability()
+        self._allow_eviction = allow_eviction
         self._ready = False
         self._cluster = isinstance(client, RedisCluster)
         # redis-py leaves execute_command untyped; this is the one place it is named.
@@ -160,6 +189,8 @@ class RedisStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
         **options: Any,
     ) -> RedisStore:
         """Build a store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
@@ -177,7 +208,14 @@ class RedisStore:
             client = None
         if client is None:
             raise _bad_url()
-        return cls(client, prefix=prefix, clock=clock, owns_client=True)
+        return cls(
+            client,
+            prefix=prefix,
+            clock=clock,
+            owns_client=True,
+            durability=durability,
+            allow_eviction=allow_eviction,
+        )
 
     @property
     def prefix(self) -> str:
@@ -189,33 +227,74 @@ class RedisStore:
         return self._clock()
 
     def check_server(self) -> None:
-        """Check the version (>= 6.2) and load the scripts, once; later calls do nothing.
+        """Check the server once, before the first write; later calls do nothing.
 
-        Every operation calls this first. Raises :class:`UnsupportedRedisError` for an
-        older server and :class:`StoreUnavailableError` if Redis cannot be reached.
+        In one pipelined round trip per primary: the scripts are loaded and the server
+        is judged (``_redis_server``): version >= 6.2 (CIS-STORE-7), a
+        ``maxmemory-policy`` that cannot evict the store's keys unless
+        ``allow_eviction`` (CIS-DUR-3), every command the scripts write with
+        (CIS-DUR-6), and what the durability mode needs (CIS-DUR-2). Writes call this
+        first; reads never do (they need neither INFO nor scripts, CIS-DUR-9). Raises
+        :class:`UnsupportedRedisError` (also when a RESP3 ``HELLO`` fails on an older
+        server), :class:`UnsafeServerError`, or :class:`StoreUnavailableError` if
+        Redis cannot be reached.
         """
         if self._ready:
             return
         scripts = (self._open, self._end, self._create, self._complete)
+        checks = check_commands(self._durability)
+        client = self._client
         try:
-            if isinstance(self._client, RedisCluster):
-                # INFO and SCRIPT LOAD cannot be pipelined in a cluster.
-                info = self._client.info("server")
-                for script in scripts:
-                    self._client.script_load(script.script)
+            if isinstance(client, RedisCluster):
+                primaries: Callable[[], list[Any]] = client.get_primaries  # untyped in redis-py
+                nodes: list[redis.Redis] = [client.get_redis_connection(node) for node in primaries()]
             else:
-                pipe = self._client.pipeline(transaction=False)
-                pipe.info("server")
+                nodes = [client]
+            for node in nodes:
+                pipe = node.pipeline(transaction=False)
+                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+                for command in checks:
+                    queue(*command)
                 for script in scripts:
                     pipe.script_load(script.script)
-                info = pipe.execute()[0]
+                replies = pipe.execute(raise_on_error=False)
+                judge_server(
+                    replies[: len(checks)], durability=self._durability, allow_eviction=self._allow_eviction
+                )
+                _raise_first_error(replies)
+        except (redis.ResponseError, redis.ConnectionError) as exc:
+            if not isinstance(client, RedisCluster):
+                self._refuse_old_resp2(client)
+            cause = _failure("check_server", exc)
         except _FAILURES as exc:
             cause = _failure("check_server", exc)
         else:
-            _check_version(info)
             self._ready = True
             return
         raise StoreUnavailableError(cause)
+
+    @staticmethod
+    def _refuse_old_resp2(client: redis.Redis) -> None:
+        """After a failed check: ask the version over RESP2 and refuse a server below 6.2.
+
+        A client built with ``protocol=3`` opens every connection with ``HELLO 3``,
+        which a Redis 5 server refuses before any command can ask its version.
+        """
+        try:
+            connection = _resp2_connection(client.connection_pool)
+        except _FAILURES:
+            return
+        if connection is None:
+            return
+        try:
+            connection.connect()
+            connection.send_command("INFO", "server")
+            reply = connection.read_response()
+        except _FAILURES:
+            return
+        finally:
+            connection.disconnect()
+        _check_old_version(reply)
 
     # -- runs --------------------------------------------------------------------------
 
@@ -274,7 +353,6 @@ class RedisStore:
         """The run's state (one HMGET), or None if unknown or lapsed by the store clock."""
         if not is_safe_id(run_id):
             return None
-        self.check_server()
         try:
             values = self._client.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
             run = core.decode_run(values, run_id)
@@ -345,8 +423,17 @@ class RedisStore:
         try:
             return self._execute("EVALSHA", script.sha, *command)
         except NoScriptError:
-            script.sha = client.script_load(script.script)
+            self._recheck()
             return self._execute("EVALSHA", script.sha, *command)
+
+    def _recheck(self) -> None:
+        """After NOSCRIPT (a restarted or flushed server): judge the server again and reload the scripts.
+
+        A restarted server may come back with another configuration (an evicting
+        policy, a renamed command): it is refused as on first use (CIS-STORE-5, CIS-DUR-3).
+        """
+        self._ready = False
+        self.check_server()
 
     def _send_complete(self, call: core.CompleteCall) -> object:
         """One COMPLETE_SCRIPT call; a staged raw response is SET first, in the same round trip."""
@@ -362,8 +449,7 @@ class RedisStore:
             pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
             reply = (pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
-                # The staged value waits for the retry (SET NX).
-                self._complete.sha = self._client.script_load(COMPLETE_SCRIPT)
+                self._recheck()  # the staged value waits for the retry (SET NX)
                 continue
             if isinstance(reply, Exception):
                 raise reply
@@ -378,7 +464,6 @@ class RedisStore:
         """
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        self.check_server()
         try:
             pipe = self._client.pipeline(transaction=True)  # one consistent snapshot
             pipe.hgetall(call_key(self._prefix, run_id, tool_call_id))
@@ -404,7 +489,6 @@ class RedisStore:
         wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
         if not wanted:
             return result
-        self.check_server()
         try:
             # With raw responses: HGETALL + GET per record in one MULTI (a consistent
             # snapshot); without: HGETALL only, pipelined. One round trip either way.
@@ -425,10 +509,37 @@ class RedisStore:
             cause = _failure("get_many", exc)
         raise StoreUnavailableError(cause)
 
+    def raw_sizes(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, int | None]:
+        """UTF-8 byte size of each record's stored raw response (None: none stored), one round trip.
+
+        Pipelined ``EXISTS`` + ``STRLEN`` of the raw STRING keys: read-only commands of
+        the ``@read`` category, no payload travels (CIS-DUR-9). Unsafe ids map to None.
+        """
+        ids = list(tool_call_ids)
+        result: dict[str, int | None] = dict.fromkeys(ids)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
+        if not wanted:
+            return result
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for tcid in wanted:
+                key = core.raw_key(self._prefix, run_id, tcid)
+                pipe.exists(key)
+                pipe.strlen(key)
+            replies = pipe.execute()
+            for index, tcid in enumerate(wanted):
+                exists, size = replies[2 * index], replies[2 * index + 1]
+                if not (isinstance(exists, int) and isinstance(size, int)):
+                    raise core.CorruptReplyError("UnexpectedReply")
+                result[tcid] = size if exists else None
+            return result
+        except _FAILURES as exc:
+            cause = _failure("raw_sizes", exc)
+        raise StoreUnavailableError(cause)
+
     def _list(self, run_id: str, list_key: Callable[[str, str], str], operation: str) -> tuple[str, ...]:
         if not is_safe_id(run_id):
             return ()
-        self.check_server()
         try:
             pipe = self._client.pipeline(transaction=False)
             pipe.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
@@ -454,7 +565,6 @@ class RedisStore:
         """Remaining TTL in ms: min(Redis PTTL, expires_at_ms - clock); None if absent. Read-only."""
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        self.check_server()
         key = call_key(self._prefix, run_id, tool_call_id)
         try:
             pipe = self._client.pipeline(transaction=False)
@@ -480,17 +590,22 @@ class AsyncRedisStore:
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster,
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
         owns_client: bool = False,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
         self._clock = clock or wall_clock_ms
         self._owns_client = owns_client
+        self._durability = durability or Durability()
+        self._allow_eviction = allow_eviction
         self._ready = False
+        self._cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
         # redis-py leaves execute_command untyped; this is the one place it is named.
         self._execute: Callable[..., Awaitable[object]] = client.execute_command
         self._open: AsyncScript = client.register_script(OPEN_RUN_SCRIPT)
@@ -505,6 +620,8 @@ class AsyncRedisStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
         **options: Any,
     ) -> AsyncRedisStore:
         """See :meth:`RedisStore.from_url`; the client is a ``redis.asyncio.Redis``."""
@@ -515,7 +632,14 @@ class AsyncRedisStore:
             client = None
         if client is None:
             raise _bad_url()
-        return cls(client, prefix=prefix, clock=clock, owns_client=True)
+        return cls(
+            client,
+            prefix=prefix,
+            clock=clock,
+            owns_client=True,
+            durability=durability,
+            allow_eviction=allow_eviction,
+        )
 
     @property
     def prefix(self) -> str:
@@ -527,22 +651,61 @@ class AsyncRedisStore:
         return self._clock()
 
     async def check_server(self) -> None:
-        """See :meth:`RedisStore.check_server`."""
+        """See :meth:`RedisStore.check_server`; a cluster client is checked on every primary."""
         if self._ready:
             return
+        scripts = (self._open, self._end, self._create, self._complete)
+        checks = check_commands(self._durability)
+        client = self._client
         try:
-            pipe = self._client.pipeline(transaction=False)
-            pipe.info("server")
-            for script in (self._open, self._end, self._create, self._complete):
-                pipe.script_load(script.script)
-            info = (await pipe.execute())[0]
+            if isinstance(client, redis.asyncio.cluster.RedisCluster):
+                await client.initialize()
+                for node in client.get_primaries():
+                    replies = [await node.execute_command(*command) for command in checks]
+                    judge_server(replies, durability=self._durability, allow_eviction=self._allow_eviction)
+                for script in scripts:
+                    await client.script_load(script.script)
+            else:
+                pipe = client.pipeline(transaction=False)
+                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+                for command in checks:
+                    queue(*command)
+                for script in scripts:
+                    pipe.script_load(script.script)
+                replies = await pipe.execute(raise_on_error=False)
+                judge_server(
+                    replies[: len(checks)], durability=self._durability, allow_eviction=self._allow_eviction
+                )
+                _raise_first_error(replies)
+        except (redis.ResponseError, redis.ConnectionError) as exc:
+            if not isinstance(client, redis.asyncio.cluster.RedisCluster):
+                await self._refuse_old_resp2(client)
+            cause = _failure("check_server", exc)
         except _FAILURES as exc:
             cause = _failure("check_server", exc)
         else:
-            _check_version(info)
             self._ready = True
             return
         raise StoreUnavailableError(cause)
+
+    @staticmethod
+    async def _refuse_old_resp2(client: redis.asyncio.Redis) -> None:
+        """See :meth:`RedisStore._refuse_old_resp2`."""
+        try:
+            connection = _resp2_connection(client.connection_pool)
+        except _FAILURES:
+            return
+        if connection is None:
+            return
+        try:
+            await connection.connect()
+            await connection.send_command("INFO", "server")
+            reply = await connection.read_response()
+        except _FAILURES:
+            return
+        finally:
+            await connection.disconnect()
+        _check_old_version(reply)
 
     async def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
@@ -594,7 +757,6 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.get_run`."""
         if not is_safe_id(run_id):
             return None
-        await self.check_server()
         try:
             values = await self._client.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
             run = core.decode_run(values, run_id)
@@ -637,24 +799,35 @@ class AsyncRedisStore:
 
     async def _evalsha(self, script: AsyncScript, command: tuple[bytes | str, ...]) -> object:
         """See :meth:`RedisStore._evalsha`."""
+        if self._cluster:
+            keys, args = _split_command(command)
+            return await script(keys=keys, args=args, client=self._client)
         try:
             return await self._execute("EVALSHA", script.sha, *command)
         except NoScriptError:
-            script.sha = await self._client.script_load(script.script)
+            await self._recheck()
             return await self._execute("EVALSHA", script.sha, *command)
+
+    async def _recheck(self) -> None:
+        """See :meth:`RedisStore._recheck`."""
+        self._ready = False
+        await self.check_server()
 
     async def _send_complete(self, call: core.CompleteCall) -> object:
         """One COMPLETE_SCRIPT call; a staged raw response is SET first, in the same round trip."""
         if call.staged is None or call.stage_key is None:
             return await self._evalsha(self._complete, call.command)
         stage = call.stage_key
+        if self._cluster:  # a cluster pipeline cannot carry EVALSHA
+            await self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
+            return await self._evalsha(self._complete, call.command)
         for attempt in range(2):
             pipe = self._client.pipeline(transaction=False)
             pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
             pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
             reply = (await pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
-                self._complete.sha = await self._client.script_load(COMPLETE_SCRIPT)  # the staged value waits
+                await self._recheck()  # the staged value waits for the retry (SET NX)
                 continue
             if isinstance(reply, Exception):
                 raise reply
@@ -665,7 +838,6 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.get`."""
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        await self.check_server()
         try:
             pipe = self._client.pipeline(transaction=True)  # one consistent snapshot
             pipe.hgetall(call_key(self._prefix, run_id, tool_call_id))
@@ -686,7 +858,6 @@ class AsyncRedisStore:
         wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
         if not wanted:
             return result
-        await self.check_server()
         try:
             # With raw responses: HGETALL + GET per record in one MULTI (a consistent
             # snapshot); without: HGETALL only, pipelined. One round trip either way.
@@ -712,7 +883,6 @@ class AsyncRedisStore:
     ) -> tuple[str, ...]:
         if not is_safe_id(run_id):
             return ()
-        await self.check_server()
         try:
             pipe = self._client.pipeline(transaction=False)
             pipe.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
@@ -738,7 +908,6 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.ttl_remaining_ms`."""
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        await self.check_server()
         key = call_key(self._prefix, run_id, tool_call_id)
         try:
             pipe = self._client.pipeline(transaction=False)

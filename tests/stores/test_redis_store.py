@@ -611,8 +611,8 @@ def test_redis_older_than_6_2_is_refused(redis_url: str, clock: FakeClock) -> No
     assert "requires Redis >= 6.2" in str(caught.value)
     assert "6.0.20" in str(caught.value)
     assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
-    with pytest.raises(UnsupportedRedisError):
-        store.get(RUN, "call_1")
+    with pytest.raises(UnsupportedRedisError):  # refused again: a refusal is never cached as ready
+        store.create(request(clock(), "call_1"), LIMITS)
     old.close()
     assert core.parse_version({"redis_version": "6.2.0"}) >= core.MIN_VERSION
     assert core.parse_version({"redis_version": "7.4.1"}) >= core.MIN_VERSION
