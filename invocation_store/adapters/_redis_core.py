@@ -53,6 +53,7 @@ from ..kernel import (
     done_key,
     is_safe_id,
     is_well_formed,
+    lifetime_is_intact,
     open_run,
     run_key,
     run_usage_after,
@@ -72,6 +73,7 @@ __all__ = [
     "OpenPlan",
     "RunKeys",
     "calls_key",
+    "check_lifetime",
     "check_prefix",
     "decode_ids",
     "decode_record",
@@ -88,6 +90,7 @@ __all__ = [
     "plan_end_run",
     "plan_open",
     "raw_key",
+    "refuse_corrupt",
     "run_keys",
 ]
 
@@ -813,7 +816,7 @@ def finish_ttl(
         raise CorruptReplyError("UnexpectedReply")
     if all(value is None for value in fields):
         return None
-    if any(value is None for value in fields) or pttl == -1:
+    if any(value is None for value in fields) or not lifetime_is_intact(None if pttl == -1 else pttl):
         raise CorruptReplyError("CorruptRecord")
     if decode_text(fields[0]) != run_id or decode_text(fields[1]) != tool_call_id:
         raise CorruptReplyError("IdentityMismatch")
@@ -821,3 +824,29 @@ def finish_ttl(
         return None
     remaining = min(pttl, _int(decode_text(fields[2])) - now_ms)
     return remaining if remaining > 0 else None
+
+
+# -- integrity (CIS-DUR-7) ---------------------------------------------------------------
+
+#: Why a script answered ``CORRUPT <why>`` (see ``_redis_scripts``), each a CorruptReplyError cause.
+_CORRUPT_CAUSES: Final = frozenset({"NoTTL", "ForeignKey", "BadInteger"})
+
+
+def refuse_corrupt(reply: object) -> object:
+    """``reply`` unchanged, unless a script answered ``CORRUPT <why>``: then :class:`CorruptReplyError`.
+
+    A CORRUPT reply wrote nothing (every check precedes a script's first write); the
+    scripts' ``NoTTL`` mirrors kernel ``lifetime_is_intact``: a record or run without
+    expiry is never completed, admitted into or reopened.
+    """
+    head = reply[:8] if isinstance(reply, bytes | str) else None
+    if head not in (b"CORRUPT ", "CORRUPT "):
+        return reply
+    why = decode_text(reply)[8:]
+    raise CorruptReplyError(why if why in _CORRUPT_CAUSES else "UnexpectedReply")
+
+
+def check_lifetime(fields: object, pttl: object) -> None:
+    """Refuse a record read (HGETALL reply ``fields``) whose key has no expiry (``pttl`` -1) (CIS-DUR-7)."""
+    if fields and isinstance(pttl, int) and not lifetime_is_intact(None if pttl == -1 else pttl):
+        raise CorruptReplyError("NoTTL")

@@ -321,7 +321,7 @@ class RedisStore:
             return plan
         self.check_server()
         try:
-            reply = self._open(keys=plan.keys, args=plan.args, client=self._client)
+            reply = core.refuse_corrupt(self._open(keys=plan.keys, args=plan.args, client=self._client))
             return core.finish_open(plan, reply, now)
         except _FAILURES as exc:
             cause = _failure("open_run", exc)
@@ -335,7 +335,7 @@ class RedisStore:
         now = self._clock()
         key, target = planned
         try:
-            reply = self._end(keys=(key,), args=(str(now), target), client=self._client)
+            reply = core.refuse_corrupt(self._end(keys=(key,), args=(str(now), target), client=self._client))
             return core.finish_end_run(run_id, cancel, reply, now)
         except _FAILURES as exc:
             cause = _failure("end_run", exc)
@@ -378,7 +378,7 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
-            return core.finish_create(plan, self._evalsha(self._create, plan.command))
+            return core.finish_create(plan, core.refuse_corrupt(self._evalsha(self._create, plan.command)))
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -398,9 +398,9 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
-            result = core.finish_complete(plan, self._send_complete(plan.call))
+            result = core.finish_complete(plan, core.refuse_corrupt(self._send_complete(plan.call)))
             if result is None:  # RESEND: the kept raw response was not the expected one
-                result = core.finish_complete(plan, self._send_complete(plan.resend))
+                result = core.finish_complete(plan, core.refuse_corrupt(self._send_complete(plan.resend)))
             if result is None:
                 raise core.CorruptReplyError("UnexpectedReply")
             return result
@@ -466,9 +466,12 @@ class RedisStore:
             return None
         try:
             pipe = self._client.pipeline(transaction=True)  # one consistent snapshot
-            pipe.hgetall(call_key(self._prefix, run_id, tool_call_id))
+            key = call_key(self._prefix, run_id, tool_call_id)
+            pipe.hgetall(key)
             pipe.get(core.raw_key(self._prefix, run_id, tool_call_id))
-            fields, raw = pipe.execute()
+            pipe.pttl(key)
+            fields, raw, pttl = pipe.execute()
+            core.check_lifetime(fields, pttl)
             record = core.decode_record(fields, raw, run_id, tool_call_id)
             return None if record is None or self._clock() >= record.expires_at_ms else record
         except _FAILURES as exc:
@@ -725,7 +728,7 @@ class AsyncRedisStore:
             return plan
         await self.check_server()
         try:
-            reply = await self._open(keys=plan.keys, args=plan.args, client=self._client)
+            reply = core.refuse_corrupt(await self._open(keys=plan.keys, args=plan.args, client=self._client))
             return core.finish_open(plan, reply, now)
         except _FAILURES as exc:
             cause = _failure("open_run", exc)
@@ -739,7 +742,9 @@ class AsyncRedisStore:
         now = self._clock()
         key, target = planned
         try:
-            reply = await self._end(keys=(key,), args=(str(now), target), client=self._client)
+            reply = core.refuse_corrupt(
+                await self._end(keys=(key,), args=(str(now), target), client=self._client)
+            )
             return core.finish_end_run(run_id, cancel, reply, now)
         except _FAILURES as exc:
             cause = _failure("end_run", exc)
@@ -773,7 +778,9 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
-            return core.finish_create(plan, await self._evalsha(self._create, plan.command))
+            return core.finish_create(
+                plan, core.refuse_corrupt(await self._evalsha(self._create, plan.command))
+            )
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -787,9 +794,11 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
-            result = core.finish_complete(plan, await self._send_complete(plan.call))
+            result = core.finish_complete(plan, core.refuse_corrupt(await self._send_complete(plan.call)))
             if result is None:  # RESEND: the kept raw response was not the expected one
-                result = core.finish_complete(plan, await self._send_complete(plan.resend))
+                result = core.finish_complete(
+                    plan, core.refuse_corrupt(await self._send_complete(plan.resend))
+                )
             if result is None:
                 raise core.CorruptReplyError("UnexpectedReply")
             return result
@@ -840,9 +849,12 @@ class AsyncRedisStore:
             return None
         try:
             pipe = self._client.pipeline(transaction=True)  # one consistent snapshot
-            pipe.hgetall(call_key(self._prefix, run_id, tool_call_id))
+            key = call_key(self._prefix, run_id, tool_call_id)
+            pipe.hgetall(key)
             pipe.get(core.raw_key(self._prefix, run_id, tool_call_id))
-            fields, raw = await pipe.execute()
+            pipe.pttl(key)
+            fields, raw, pttl = await pipe.execute()
+            core.check_lifetime(fields, pttl)
             record = core.decode_record(fields, raw, run_id, tool_call_id)
             return None if record is None or self._clock() >= record.expires_at_ms else record
         except _FAILURES as exc:

@@ -8,6 +8,7 @@ is re-exported here; the underscore modules are private.
 from ._codes import ERROR_MESSAGES, ErrorCode
 from ._ids import MAX_ID_LENGTH, call_key, check_tool_call_id, done_key, is_safe_id, run_key
 from ._ijson import check_arguments
+from ._lifetime import lifetime_is_intact
 from ._models import (
     CanonicalRecord,
     EvidenceStatus,
@@ -107,6 +108,7 @@ __all__ = [
     "done_key",
     "is_safe_id",
     "is_well_formed",
+    "lifetime_is_intact",
     "open_run",
     "phase_of",
     "preflight",
