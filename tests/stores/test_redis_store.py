@@ -24,6 +24,7 @@ from redis.retry import Retry
 from invocation_store.adapters import (
     AsyncRedisStore,
     RedisStore,
+    RetryPolicy,
     StoreUnavailableError,
     UnsupportedRedisError,
 )
@@ -543,7 +544,12 @@ def test_failures_never_leak_url_password_key_or_payload(
     """CIS-FAIL-5, CIS-ERR-1, CIS-ERR-2: failures are STORE_UNAVAILABLE with no secret, key or payload."""
     password = "hunter2-" + secrets.token_hex(4)
     payload = "payload-" + secrets.token_hex(4)
-    fast = {"retry": Retry(NoBackoff(), 0), "socket_connect_timeout": 1.0, "socket_timeout": 1.0}
+    fast = {
+        "retry": Retry(NoBackoff(), 0),
+        "retry_policy": RetryPolicy(budget_ms=0),
+        "socket_connect_timeout": 1.0,
+        "socket_timeout": 1.0,
+    }
     with redis_server(extra_args=["--requirepass", "right-" + password]) as url:
         wrong = url.replace("redis://", f"redis://:{password}@")
         stores = [RedisStore.from_url(wrong, prefix="leak-prefix", clock=clock, **fast)]
