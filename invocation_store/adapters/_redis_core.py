@@ -41,6 +41,7 @@ from ..kernel import (
     CanonicalRecord,
     ErrorCode,
     EvidenceStatus,
+    Failed,
     InvocationStatus,
     Limits,
     RunState,
@@ -92,6 +93,7 @@ __all__ = [
     "raw_key",
     "refuse_corrupt",
     "run_keys",
+    "undurable",
 ]
 
 #: Integers at or above this are refused: Lua numbers are IEEE doubles.
@@ -850,3 +852,13 @@ def check_lifetime(fields: object, pttl: object) -> None:
     """Refuse a record read (HGETALL reply ``fields``) whose key has no expiry (``pttl`` -1) (CIS-DUR-7)."""
     if fields and isinstance(pttl, int) and not lifetime_is_intact(None if pttl == -1 else pttl):
         raise CorruptReplyError("NoTTL")
+
+
+def undurable(record: CanonicalRecord, now_ms: int, limits: Limits) -> CanonicalRecord | None:
+    """The kernel's ERROR/DURABILITY_NOT_REACHED record for a create that missed the durability mode.
+
+    ``record`` is the PROJECTING record the create wrote (CIS-DUR-2); None when the
+    kernel refuses the transition (the record expired meanwhile).
+    """
+    result = transition(record, Failed(code=ErrorCode.DURABILITY_NOT_REACHED, now_ms=now_ms), limits)
+    return result if isinstance(result, CanonicalRecord) else None

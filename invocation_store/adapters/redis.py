@@ -35,6 +35,7 @@ TTL (real time) removes the data. Integers must stay below 2**53 (Lua numbers).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -160,6 +161,12 @@ class RedisStore:
     run touches the one slot of the run's hash tag (CIS-KEY-2).
     ``prefix`` starts every key (default ``"cis"``; non-empty, no braces: else
     ``ValueError``). ``clock`` returns integer ms (default: wall clock).
+    ``durability`` (default: wait for nothing) makes run opens and creates wait for
+    replicas and/or the AOF before they answer; a create that misses it is
+    DURABILITY_NOT_REACHED and its executor never runs (CIS-DUR-2).
+    ``allow_eviction=True`` accepts a server whose ``maxmemory-policy`` can evict
+    the store's keys, which is refused otherwise (CIS-DUR-3). ``retry_policy``
+    bounds how long transient failures are retried (CIS-DUR-4).
     Thread-safe as redis-py's connection pool is.
     """
 
@@ -335,6 +342,8 @@ class RedisStore:
             return plan
         self.check_server()
         try:
+            if self._durability.waits:
+                return self._durable_open(plan, now)
             reply = core.refuse_corrupt(
                 self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
             )
@@ -396,6 +405,8 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
+            if self._durability.waits:
+                return self._durable_create(plan, limits)
             reply = self._io(lambda: self._evalsha(self._create, plan.command))
             return core.finish_create(plan, core.refuse_corrupt(reply))
         except _FAILURES as exc:
@@ -428,6 +439,70 @@ class RedisStore:
         except _FAILURES as exc:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
+
+    def _durable_open(self, plan: core.OpenPlan, now: int) -> RunState | ErrorCode:
+        """Open the run and wait for the durability mode in the same round trip (CIS-DUR-2)."""
+        command = (str(len(plan.keys)), *plan.keys, *plan.args)
+        reply, waited = self._io(lambda: self._send_waited(self._open, command))
+        opened = core.finish_open(plan, core.refuse_corrupt(reply), now)
+        if isinstance(opened, RunState) and not self._durability.reached(waited):
+            _LOG.warning(
+                "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
+            )
+            return ErrorCode.DURABILITY_NOT_REACHED
+        return opened
+
+    def _durable_create(self, plan: core.CreatePlan, limits: Limits) -> Admission | ErrorCode:
+        """Create and wait for the durability mode in the same round trip (CIS-DUR-2).
+
+        Not reached: DURABILITY_NOT_REACHED, so the executor never runs; the record
+        the script wrote is moved to ERROR/DURABILITY_NOT_REACHED, best effort.
+        """
+        reply, waited = self._io(lambda: self._send_waited(self._create, plan.command))
+        admitted = core.finish_create(plan, core.refuse_corrupt(reply))
+        if not isinstance(admitted, Admission) or self._durability.reached(waited):
+            return admitted
+        _LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
+        failed = core.undurable(admitted.record, self._clock(), limits)
+        if failed is not None:
+            with contextlib.suppress(StoreUnavailableError):
+                self.complete(admitted.record, failed)
+        return ErrorCode.DURABILITY_NOT_REACHED
+
+    def _send_waited(self, script: Script, command: tuple[bytes | str, ...]) -> tuple[object, object]:
+        """``EVALSHA`` then the durability wait, pipelined on one connection: (script reply, wait reply).
+
+        ``WAIT``/``WAITAOF`` count the writes of the connection they run on, so both go
+        to the node that owns the run's slot (on a cluster: that node's client). After
+        NOSCRIPT the server is checked again and the pair resent once.
+        """
+        client: redis.Redis = (
+            self._client if not isinstance(self._client, RedisCluster) else self._node(command[1])
+        )
+        try:
+            for attempt in range(2):
+                pipe = client.pipeline(transaction=False)
+                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+                queue("EVALSHA", script.sha, *command)
+                queue(*self._durability.command())
+                replies = pipe.execute(raise_on_error=False)
+                if isinstance(replies[0], NoScriptError) and attempt == 0:
+                    self._recheck()
+                    continue
+                _raise_first_error(replies)
+                return replies[0], replies[1]
+        except TRANSIENT:
+            if isinstance(self._client, RedisCluster):  # the slot may have moved: learn the topology again
+                with contextlib.suppress(*_FAILURES):
+                    self._client.nodes_manager.initialize()
+            raise
+        raise core.CorruptReplyError("NoScript")
+
+    def _node(self, key: bytes | str) -> redis.Redis:
+        """The client of the cluster node that owns ``key``'s slot."""
+        assert isinstance(self._client, RedisCluster)
+        node_of: Callable[[bytes | str], Any] = self._client.get_node_from_key  # untyped in redis-py
+        return self._client.get_redis_connection(node_of(key))
 
     def _io(self, send: Callable[[], T]) -> T:
         """``send()``, resent after a transient failure within the retry budget (CIS-DUR-4).
@@ -655,6 +730,10 @@ class AsyncRedisStore:
         self._retry = retry_policy
         self._ready = False
         self._cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        if self._cluster and self._durability.waits:
+            # WAIT must follow the write on the same connection; redis.asyncio's cluster
+            # client offers no such pipeline. Use RedisStore on a cluster for this mode.
+            raise ValueError("a durability mode that waits is not supported on an asyncio cluster client")
         # redis-py leaves execute_command untyped; this is the one place it is named.
         self._execute: Callable[..., Awaitable[object]] = client.execute_command
         self._open: AsyncScript = client.register_script(OPEN_RUN_SCRIPT)
@@ -776,6 +855,8 @@ class AsyncRedisStore:
             return plan
         await self.check_server()
         try:
+            if self._durability.waits:
+                return await self._durable_open(plan, now)
             reply = core.refuse_corrupt(
                 await self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
             )
@@ -828,6 +909,8 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
+            if self._durability.waits:
+                return await self._durable_create(plan, limits)
             reply = await self._io(lambda: self._evalsha(self._create, plan.command))
             return core.finish_create(plan, core.refuse_corrupt(reply))
         except _FAILURES as exc:
@@ -854,6 +937,50 @@ class AsyncRedisStore:
         except _FAILURES as exc:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
+
+    async def _durable_open(self, plan: core.OpenPlan, now: int) -> RunState | ErrorCode:
+        """See :meth:`RedisStore._durable_open`."""
+        command = (str(len(plan.keys)), *plan.keys, *plan.args)
+        reply, waited = await self._io(lambda: self._send_waited(self._open, command))
+        opened = core.finish_open(plan, core.refuse_corrupt(reply), now)
+        if isinstance(opened, RunState) and not self._durability.reached(waited):
+            _LOG.warning(
+                "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
+            )
+            return ErrorCode.DURABILITY_NOT_REACHED
+        return opened
+
+    async def _durable_create(self, plan: core.CreatePlan, limits: Limits) -> Admission | ErrorCode:
+        """See :meth:`RedisStore._durable_create`."""
+        reply, waited = await self._io(lambda: self._send_waited(self._create, plan.command))
+        admitted = core.finish_create(plan, core.refuse_corrupt(reply))
+        if not isinstance(admitted, Admission) or self._durability.reached(waited):
+            return admitted
+        _LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
+        failed = core.undurable(admitted.record, self._clock(), limits)
+        if failed is not None:
+            with contextlib.suppress(StoreUnavailableError):
+                await self.complete(admitted.record, failed)
+        return ErrorCode.DURABILITY_NOT_REACHED
+
+    async def _send_waited(
+        self, script: AsyncScript, command: tuple[bytes | str, ...]
+    ) -> tuple[object, object]:
+        """See :meth:`RedisStore._send_waited` (a plain client only: see the constructor)."""
+        client = self._client
+        assert isinstance(client, redis.asyncio.Redis)
+        for attempt in range(2):
+            pipe = client.pipeline(transaction=False)
+            queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+            queue("EVALSHA", script.sha, *command)
+            queue(*self._durability.command())
+            replies = await pipe.execute(raise_on_error=False)
+            if isinstance(replies[0], NoScriptError) and attempt == 0:
+                await self._recheck()
+                continue
+            _raise_first_error(replies)
+            return replies[0], replies[1]
+        raise core.CorruptReplyError("NoScript")
 
     async def _io(self, send: Callable[[], Awaitable[T]]) -> T:
         """See :meth:`RedisStore._io`."""
