@@ -64,9 +64,9 @@ def test_launcher_explains_how_to_get_redis() -> None:
 
 @pytest.fixture(scope="module")
 def cluster_urls(binary: str) -> Iterator[list[str]]:
-    """A private 3-master Redis Cluster for this module."""
+    """A private Redis Cluster for this module: 3 masters, one replica each."""
     try:
-        with redis_cluster(3, binary=binary) as urls:
+        with redis_cluster(3, replicas=1, binary=binary) as urls:
             yield urls
     except RedisServerUnavailableError as exc:
         if os.environ.get("CI") == "true":
