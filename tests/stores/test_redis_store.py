@@ -396,7 +396,7 @@ def test_one_invocation_is_two_round_trips(
             assert store.complete(record, done) == done
             stats = client.info("commandstats")
     assert stats["cmdstat_evalsha"]["calls"] == 2
-    assert stats["cmdstat_evalsha"]["failed_calls"] == 0
+    assert stats["cmdstat_evalsha"].get("failed_calls", 0) == 0  # Redis 6.2 does not count them
     by_store = [
         name_and_key(entry)[0]
         for entry in seen
@@ -404,7 +404,8 @@ def test_one_invocation_is_two_round_trips(
     ]
     assert by_store == ["EVALSHA", "EVALSHA"]
     in_scripts = {name_and_key(entry)[0].lower() for entry in seen if entry["client_type"] == "lua"}
-    counted = {name.removeprefix("cmdstat_") for name in stats} - {"evalsha", "config|resetstat"}
+    # CONFIG RESETSTAT is "config|resetstat" from Redis 7 on, "config" in Redis 6.2.
+    counted = {name.removeprefix("cmdstat_") for name in stats} - {"evalsha", "config|resetstat", "config"}
     assert counted == in_scripts
 
 
