@@ -85,6 +85,7 @@ __all__ = [
     "finish_end_run",
     "finish_open",
     "finish_ttl",
+    "is_late",
     "parse_version",
     "plan_complete",
     "plan_create",
@@ -862,3 +863,11 @@ def undurable(record: CanonicalRecord, now_ms: int, limits: Limits) -> Canonical
     """
     result = transition(record, Failed(code=ErrorCode.DURABILITY_NOT_REACHED, now_ms=now_ms), limits)
     return result if isinstance(result, CanonicalRecord) else None
+
+
+def is_late(reply: object) -> bool:
+    """Whether a create answered ``LATE <lag ms>``: it started too late for its now, wrote nothing.
+
+    See CREATE_SCRIPT's ARGV[5..6] (CIS-DUR-11).
+    """
+    return isinstance(reply, bytes | str) and reply[:5] in (b"LATE ", "LATE ")

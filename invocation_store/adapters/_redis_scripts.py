@@ -34,7 +34,11 @@ touches one Redis Cluster slot, CIS-KEY-2):
   remaining lifetime.
 
 Times: ``now`` is always an argument (the store's clock), never Redis' ``TIME``, so
-that an injected clock behaves exactly as in the memory store. Integers written by a
+that an injected clock behaves exactly as in the memory store. Redis' ``TIME`` is
+read for one thing only: a create whose script starts later than the caller expects
+(a paused or overloaded server, a slow network) by more than a bound answers ``LATE``
+and writes nothing, so that a ``now`` gone stale never admits a call past its run's
+deadline (CIS-DUR-11; the adapter resends it with a fresh ``now``). Integers written by a
 script go through ``string.format('%d', ...)``; Lua numbers are doubles, so the
 adapter refuses integers of 2**53 or more before calling a script.
 
@@ -191,6 +195,10 @@ CREATE_RUN_ORDER: Final = (
 #   here), empty when nothing can be written
 # ARGV[2] - invocation token ("" never replays); ARGV[3] - tool_name;
 # ARGV[4] - request_json
+# ARGV[5], ARGV[6] (optional, CIS-DUR-11) - the server time (ms) at which the caller
+#   expects the script to run (its ``now`` plus its calibrated offset to server TIME),
+#   and the most the script may run later than that (ms): a script that starts later
+#   answers "LATE <lag ms>" before reading or writing anything
 # return "OK <10 run values before admission, CREATE_RUN_ORDER>" after writing the
 #   record with sequence = tool_calls_used + 1, expires_at_ms = now + ttl_ms and PX
 #   ttl_ms (the record is new: its TTL is set exactly once; a leftover that the store
@@ -203,6 +211,11 @@ CREATE_RUN_ORDER: Final = (
 #   that is not a LIST (ForeignKey) or a run whose counters are not integers
 #   (BadInteger), checked before the first write.
 CREATE_SCRIPT: Final = f"""{_IS_INT}
+if ARGV[5] then
+  local t = redis.call('TIME')
+  local lag = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[5])
+  if lag > tonumber(ARGV[6]) then return 'LATE ' .. string.format('%d', lag) end
+end
 local now, size, late, tcid, rid, status, created, updated = string.match(ARGV[1],
   '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
 now = tonumber(now)

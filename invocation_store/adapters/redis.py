@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -45,6 +46,7 @@ from typing import Any, Final, TypeVar
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+from attrs import evolve
 from redis.cluster import RedisCluster
 from redis.commands.core import AsyncScript, Script
 from redis.exceptions import NoScriptError
@@ -70,6 +72,7 @@ from ._redis_server import parse_info_text as _parse_info_text
 from .memory import wall_clock_ms
 
 __all__ = [
+    "DEFAULT_MAX_LAG_MS",
     "DEFAULT_PREFIX",
     "DEFAULT_TIMEOUT_S",
     "AsyncRedisStore",
@@ -82,6 +85,10 @@ __all__ = [
 
 #: Default key prefix (CIS-KEY-1).
 DEFAULT_PREFIX: Final = "cis"
+
+#: How much later than its caller expects a create's script may start, in ms, by
+#: default for a store on the wall clock (CIS-DUR-11).
+DEFAULT_MAX_LAG_MS: Final = 1_000
 
 #: Socket and connect timeout of stores built by ``from_url``, in seconds.
 DEFAULT_TIMEOUT_S: Final = 5.0
@@ -112,6 +119,27 @@ def _check_old_version(reply: object) -> None:
         return
     if version < core.MIN_VERSION:
         raise UnsupportedRedisError(".".join(str(part) for part in version))
+
+
+def _max_lag(max_lag_ms: int | None, *, injected_clock: bool) -> int | None:
+    """The lag bound in ms, or None for no check: None means the default (CIS-DUR-11).
+
+    The default compares server ``TIME`` with the store clock only when that clock is
+    the wall clock: an injected clock keeps its own time (tests move it at will).
+    """
+    if max_lag_ms is None:
+        return None if injected_clock else DEFAULT_MAX_LAG_MS
+    if type(max_lag_ms) is not int or max_lag_ms < 0:
+        raise ValueError("max_lag_ms is a non-negative int (0: no check) or None (the default)")
+    return max_lag_ms or None
+
+
+def _server_ms(reply: object) -> int:
+    """Milliseconds of a ``TIME`` reply (seconds, microseconds)."""
+    if not isinstance(reply, list | tuple) or len(reply) != 2:
+        raise core.CorruptReplyError("UnexpectedReply")
+    seconds, micros = (int(part) for part in reply)
+    return seconds * 1000 + micros // 1000
 
 
 def _raise_first_error(replies: Sequence[object]) -> None:
@@ -166,7 +194,11 @@ class RedisStore:
     DURABILITY_NOT_REACHED and its executor never runs (CIS-DUR-2).
     ``allow_eviction=True`` accepts a server whose ``maxmemory-policy`` can evict
     the store's keys, which is refused otherwise (CIS-DUR-3). ``retry_policy``
-    bounds how long transient failures are retried (CIS-DUR-4).
+    bounds how long transient failures are retried (CIS-DUR-4). ``max_lag_ms``
+    bounds how much later than sent a create's script may start by server ``TIME``
+    (default: :data:`DEFAULT_MAX_LAG_MS` with the wall clock, no check with an
+    injected clock; 0: no check); a later one writes nothing and is resent once
+    with a fresh ``now`` (CIS-DUR-11).
     Thread-safe as redis-py's connection pool is.
     """
 
@@ -180,6 +212,7 @@ class RedisStore:
         durability: Durability | None = None,
         allow_eviction: bool = False,
         retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
@@ -188,6 +221,8 @@ class RedisStore:
         self._durability = durability or Durability()
         self._allow_eviction = allow_eviction
         self._retry = retry_policy
+        self._max_lag = _max_lag(max_lag_ms, injected_clock=clock is not None)
+        self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
         self._cluster = isinstance(client, RedisCluster)
         # redis-py leaves execute_command untyped; this is the one place it is named.
@@ -207,6 +242,7 @@ class RedisStore:
         durability: Durability | None = None,
         allow_eviction: bool = False,
         retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
         **options: Any,
     ) -> RedisStore:
         """Build a store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
@@ -232,6 +268,7 @@ class RedisStore:
             durability=durability,
             allow_eviction=allow_eviction,
             retry_policy=retry_policy,
+            max_lag_ms=max_lag_ms,
         )
 
     @property
@@ -291,6 +328,12 @@ class RedisStore:
             cause = _failure("check_server", exc)
         else:
             self._ready = True
+            if self._max_lag is not None:
+                try:
+                    self._calibrate()
+                except _FAILURES as exc:
+                    self._ready = False
+                    raise StoreUnavailableError(_failure("check_server", exc)) from None
             return
         raise StoreUnavailableError(cause)
 
@@ -405,10 +448,23 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
-            if self._durability.waits:
-                return self._durable_create(plan, limits)
-            reply = self._io(lambda: self._evalsha(self._create, plan.command))
-            return core.finish_create(plan, core.refuse_corrupt(reply))
+            for attempt in range(2):
+                command = self._timed(plan)
+                if self._durability.waits:
+                    reply, waited = self._io(functools.partial(self._send_waited, self._create, command))
+                else:
+                    reply, waited = self._io(functools.partial(self._evalsha, self._create, command)), None
+                if not core.is_late(reply):
+                    return self._finish_create(plan, reply, waited, limits)
+                if attempt:
+                    raise core.CorruptReplyError("ServerLag")
+                # The script started too late for its now: learn the offset again, resend with a fresh now.
+                _LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
+                self._calibrate()
+                replanned = core.plan_create(self._prefix, evolve(plan.request, now_ms=self._clock()), limits)
+                if isinstance(replanned, ErrorCode):
+                    return replanned
+                plan = replanned
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -452,15 +508,31 @@ class RedisStore:
             return ErrorCode.DURABILITY_NOT_REACHED
         return opened
 
-    def _durable_create(self, plan: core.CreatePlan, limits: Limits) -> Admission | ErrorCode:
-        """Create and wait for the durability mode in the same round trip (CIS-DUR-2).
+    def _timed(self, plan: core.CreatePlan) -> tuple[bytes | str, ...]:
+        """The create's command, with the server time it should start by when lag is checked (CIS-DUR-11)."""
+        if self._max_lag is None:
+            return plan.command
+        return (*plan.command, str(plan.request.now_ms + self._offset_ms), str(self._max_lag))
+
+    def _calibrate(self) -> None:
+        """Measure server ``TIME`` minus the store clock (one round trip; a cluster: any node)."""
+        server = _server_ms(self._io(lambda: self._execute("TIME")))
+        self._offset_ms = server - self._clock()
+
+    def _finish_create(
+        self, plan: core.CreatePlan, reply: object, waited: object, limits: Limits
+    ) -> Admission | ErrorCode:
+        """The kernel's answer to the create; in a durability mode, only once it reached it (CIS-DUR-2).
 
         Not reached: DURABILITY_NOT_REACHED, so the executor never runs; the record
         the script wrote is moved to ERROR/DURABILITY_NOT_REACHED, best effort.
         """
-        reply, waited = self._io(lambda: self._send_waited(self._create, plan.command))
         admitted = core.finish_create(plan, core.refuse_corrupt(reply))
-        if not isinstance(admitted, Admission) or self._durability.reached(waited):
+        if (
+            not self._durability.waits
+            or not isinstance(admitted, Admission)
+            or self._durability.reached(waited)
+        ):
             return admitted
         _LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
         failed = core.undurable(admitted.record, self._clock(), limits)
@@ -720,6 +792,7 @@ class AsyncRedisStore:
         durability: Durability | None = None,
         allow_eviction: bool = False,
         retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
@@ -728,6 +801,8 @@ class AsyncRedisStore:
         self._durability = durability or Durability()
         self._allow_eviction = allow_eviction
         self._retry = retry_policy
+        self._max_lag = _max_lag(max_lag_ms, injected_clock=clock is not None)
+        self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
         self._cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
         if self._cluster and self._durability.waits:
@@ -751,6 +826,7 @@ class AsyncRedisStore:
         durability: Durability | None = None,
         allow_eviction: bool = False,
         retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
         **options: Any,
     ) -> AsyncRedisStore:
         """See :meth:`RedisStore.from_url`; the client is a ``redis.asyncio.Redis``."""
@@ -769,6 +845,7 @@ class AsyncRedisStore:
             durability=durability,
             allow_eviction=allow_eviction,
             retry_policy=retry_policy,
+            max_lag_ms=max_lag_ms,
         )
 
     @property
@@ -815,6 +892,12 @@ class AsyncRedisStore:
             cause = _failure("check_server", exc)
         else:
             self._ready = True
+            if self._max_lag is not None:
+                try:
+                    await self._calibrate()
+                except _FAILURES as exc:
+                    self._ready = False
+                    raise StoreUnavailableError(_failure("check_server", exc)) from None
             return
         raise StoreUnavailableError(cause)
 
@@ -909,10 +992,28 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
-            if self._durability.waits:
-                return await self._durable_create(plan, limits)
-            reply = await self._io(lambda: self._evalsha(self._create, plan.command))
-            return core.finish_create(plan, core.refuse_corrupt(reply))
+            for attempt in range(2):
+                command = self._timed(plan)
+                if self._durability.waits:
+                    reply, waited = await self._io(
+                        functools.partial(self._send_waited, self._create, command)
+                    )
+                else:
+                    reply, waited = (
+                        await self._io(functools.partial(self._evalsha, self._create, command)),
+                        None,
+                    )
+                if not core.is_late(reply):
+                    return await self._finish_create(plan, reply, waited, limits)
+                if attempt:
+                    raise core.CorruptReplyError("ServerLag")
+                # The script started too late for its now: learn the offset again, resend with a fresh now.
+                _LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
+                await self._calibrate()
+                replanned = core.plan_create(self._prefix, evolve(plan.request, now_ms=self._clock()), limits)
+                if isinstance(replanned, ErrorCode):
+                    return replanned
+                plan = replanned
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -950,11 +1051,27 @@ class AsyncRedisStore:
             return ErrorCode.DURABILITY_NOT_REACHED
         return opened
 
-    async def _durable_create(self, plan: core.CreatePlan, limits: Limits) -> Admission | ErrorCode:
-        """See :meth:`RedisStore._durable_create`."""
-        reply, waited = await self._io(lambda: self._send_waited(self._create, plan.command))
+    def _timed(self, plan: core.CreatePlan) -> tuple[bytes | str, ...]:
+        """See :meth:`RedisStore._timed`."""
+        if self._max_lag is None:
+            return plan.command
+        return (*plan.command, str(plan.request.now_ms + self._offset_ms), str(self._max_lag))
+
+    async def _calibrate(self) -> None:
+        """See :meth:`RedisStore._calibrate`."""
+        server = _server_ms(await self._io(lambda: self._execute("TIME")))
+        self._offset_ms = server - self._clock()
+
+    async def _finish_create(
+        self, plan: core.CreatePlan, reply: object, waited: object, limits: Limits
+    ) -> Admission | ErrorCode:
+        """See :meth:`RedisStore._finish_create`."""
         admitted = core.finish_create(plan, core.refuse_corrupt(reply))
-        if not isinstance(admitted, Admission) or self._durability.reached(waited):
+        if (
+            not self._durability.waits
+            or not isinstance(admitted, Admission)
+            or self._durability.reached(waited)
+        ):
             return admitted
         _LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
         failed = core.undurable(admitted.record, self._clock(), limits)
