@@ -9,6 +9,7 @@ parsers. Everything else lives in underscore modules or subpackages.
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _distribution_version
 
+from ._completion import CompletionRetry
 from .adapters import (
     AsyncInvocationStore,
     AsyncMemoryStore,
@@ -77,6 +78,7 @@ __all__ = [
     "CanonicalRecord",
     "Citation",
     "CitationKind",
+    "CompletionRetry",
     "ErrorCode",
     "EvidenceStatus",
     "ExclusionReason",
