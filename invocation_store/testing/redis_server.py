@@ -150,6 +150,7 @@ def redis_server(
     startup_timeout_s: float = 10.0,
     port: int | None = None,
     cluster_node_timeout_ms: int = 5000,
+    data_dir: str | None = None,
 ) -> Iterator[str]:
     """Run a private redis-server for the ``with`` block and yield its URL.
 
@@ -158,7 +159,9 @@ def redis_server(
     mode (slots are not assigned: see :func:`redis_cluster`), with
     ``cluster_node_timeout_ms`` as its node timeout. ``extra_args`` are
     appended to the command line. ``port`` asks for a given TCP port (to restart a
-    server where its clients expect it); default: a free one. Raises
+    server where its clients expect it); default: a free one. ``data_dir`` keeps the
+    server's files (AOF, RDB) in a directory the caller owns, so that a server started
+    again on it finds its data; default: a temporary directory removed on exit. Raises
     :class:`RedisServerUnavailableError` (whose message says how to get a binary) when
     no binary is found or it does not answer PING within ``startup_timeout_s`` seconds
     after three attempts (a free port can be taken between choosing and binding it).
@@ -168,7 +171,8 @@ def redis_server(
     if executable is None:
         raise RedisServerUnavailableError(f"no redis-server binary found: {HOW_TO_GET_REDIS}")
     failure = "no PONG"
-    with tempfile.TemporaryDirectory(prefix="cis-redis-") as workdir:
+    with contextlib.ExitStack() as dirs:
+        workdir = data_dir or dirs.enter_context(tempfile.TemporaryDirectory(prefix="cis-redis-"))
         socket_path = Path(workdir) / "redis.sock"
         for _attempt in range(3):
             chosen = port if port is not None else _free_port(cluster=cluster)

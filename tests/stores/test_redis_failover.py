@@ -91,7 +91,7 @@ def test_killing_a_master_whose_replica_was_cut_loses_no_acknowledged_create(clu
     store = RedisStore(
         client,
         prefix=PREFIX,
-        durability=Durability(replicas=1, timeout_ms=500),
+        durability=Durability(replicas=1, timeout_ms=1000),
         retry_policy=RetryPolicy(budget_ms=10_000),
     )
     executor = CountingExecutor()
