@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 import redis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
-from invocation_store.adapters import Durability, RedisStore, UnsafeServerError
+from invocation_store.adapters import AsyncRedisStore, Durability, RedisStore, UnsafeServerError
 from invocation_store.kernel import (
     Admission,
     ErrorCode,
@@ -201,3 +202,12 @@ def test_an_aof_mode_needs_waitaof_and_appendonly(clock: FakeClock) -> None:
                 open_default_run(store, clock())
             assert "WAITAOF" in str(caught.value)
         store.close()
+
+
+def test_an_asyncio_cluster_client_refuses_a_waiting_mode() -> None:
+    """CIS-DUR-2: WAIT must follow the create on its connection, which redis.asyncio's cluster
+    client cannot pipeline: AsyncRedisStore refuses a waiting mode on it at construction."""
+    client = AsyncRedisCluster(host="127.0.0.1", port=1)
+    with pytest.raises(ValueError, match="durability mode"):
+        AsyncRedisStore(client, durability=Durability(replicas=1))
+    assert AsyncRedisStore(client, durability=Durability()).prefix == "cis"
