@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -211,3 +212,31 @@ def test_an_asyncio_cluster_client_refuses_a_waiting_mode() -> None:
     with pytest.raises(ValueError, match="durability mode"):
         AsyncRedisStore(client, durability=Durability(replicas=1))
     assert AsyncRedisStore(client, durability=Durability()).prefix == "cis"
+
+
+def test_the_async_store_waits_too(primary_and_replica: tuple[str, str], clock: FakeClock) -> None:
+    """CIS-DUR-2, CIS-DUR-10: AsyncRedisStore pipelines the same WAIT: a create reaches the replica,
+    and with the replica paused it is DURABILITY_NOT_REACHED and its record ERROR with that code."""
+    primary, replica = primary_and_replica
+
+    async def scenario() -> tuple[object, object, object]:
+        store = AsyncRedisStore.from_url(
+            primary, prefix="adur", clock=clock, durability=Durability(replicas=1, timeout_ms=1000)
+        )
+        try:
+            opened = await store.open_run(
+                RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
+            )
+            assert isinstance(opened, RunState)
+            first = await store.create(request(clock(), "call_1"), LIMITS)
+            with _paused(_pid(replica)):
+                second = await store.create(request(clock(), "call_2"), LIMITS)
+            return first, second, await store.get(RUN, "call_2")
+        finally:
+            await store.close()
+
+    first, second, stored = asyncio.run(scenario())
+    assert isinstance(first, Admission)
+    assert second is ErrorCode.DURABILITY_NOT_REACHED
+    assert stored is not None
+    assert getattr(stored, "error_code", None) is ErrorCode.DURABILITY_NOT_REACHED
