@@ -14,12 +14,22 @@ Scripts are registered once through redis-py ``Script`` objects (CIS-STORE-5). T
 two hot scripts (create, complete) are sent as ``EVALSHA`` straight through the
 client's ``execute_command`` with pre-encoded keys and header, which spares redis-py's
 ``Script`` wrapper its argument copies; after ``NOSCRIPT`` (``SCRIPT FLUSH``, a
-restarted server) the script is loaded and the call retried once, as the ``Script``
-object itself does. A cluster client goes through the ``Script`` object, which routes
-by the keys. The first operation checks the server version (>= 6.2, CIS-STORE-7) and
-loads the scripts, in one pipelined round trip.
+restarted server) the server is checked again, the scripts loaded and the call
+retried once. A cluster client goes through the ``Script`` object, which routes by the
+keys. The first write checks the server (``_redis_server``: version >= 6.2, an
+eviction policy that cannot evict the store's keys, every command the scripts use,
+what the durability mode needs; CIS-STORE-7, CIS-DUR-3, CIS-DUR-6) and loads the
+scripts, in one pipelined round trip per primary; reads check nothing, so a user with
+``+@read`` rights alone can read (CIS-DUR-9).
 
-Failures: every redis-py, connection, timeout, encoding or decoding failure, and
+Durability (CIS-DUR-2): in a waiting mode the run open and the create are pipelined
+with ``WAIT``/``WAITAOF`` on the connection that wrote them (on a cluster, the client
+of the node owning the run's slot); a create that misses the mode is refused before
+its executor can run.
+
+Failures: transient ones (connection loss, timeouts, TRYAGAIN, MOVED/ASK,
+CLUSTERDOWN, READONLY) are resent within ``retry_policy`` (``_redis_retry``,
+CIS-DUR-4). Then every redis-py, connection, timeout, encoding or decoding failure, and
 every reply that is not what the store wrote (a record of another run or call,
 CIS-STORE-6), raises :class:`~invocation_store.adapters.StoreUnavailableError`
 without chaining the original exception; only exception *type* names are logged
@@ -29,7 +39,10 @@ exception or a log line.
 Clocks: the store's clock (default: wall clock) is an argument of every script, and
 every read also compares ``expires_at_ms`` with it, so an injected fake clock
 behaves exactly as with :class:`~invocation_store.adapters.MemoryStore`; Redis' own
-TTL (real time) removes the data. Integers must stay below 2**53 (Lua numbers).
+TTL (real time) removes the data. A create whose script starts more than
+``max_lag_ms`` after its ``now`` by server ``TIME`` (measured against the clock's
+offset) writes nothing and is resent once with a fresh ``now`` (CIS-DUR-11).
+Integers must stay below 2**53 (Lua numbers).
 """
 
 from __future__ import annotations
