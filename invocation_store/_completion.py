@@ -13,7 +13,8 @@ So the boundary (CIS-DUR-5):
 2. if it still fails, answers the agent STORE_UNAVAILABLE and keeps the completion
    (``created``, ``final``, raw response included) in memory, in a bounded table
    (:attr:`CompletionRetry.max_pending` entries, the oldest dropped first);
-3. answers a later call with the same run and tool_call_id, the harness's retry, by
+3. answers a later call with the same run, tool_call_id, tool and arguments text (the
+   harness's retry) by
    applying the kept completion instead of admitting a second invocation: the
    retry gets the result of the one execution (its executor never runs again) or,
    while the store still fails, STORE_UNAVAILABLE again, never DUPLICATE_TOOL_CALL
@@ -108,6 +109,19 @@ class PendingCompletions:
         """The completion held for this call, if any."""
         with self._lock:
             return self._held.get((run_id, tool_call_id))
+
+    def retry_of(
+        self, run_id: str, tool_call_id: str, tool_name: str, request_json: str
+    ) -> PendingCompletion | None:
+        """The completion held for this call if the call is its retry: same tool, same arguments text.
+
+        Another call under the same id (other tool or arguments) is not a retry: it is
+        admitted as usual, and refused as the duplicate it is (CIS-ID-5).
+        """
+        held = self.get(run_id, tool_call_id)
+        if held is None or held.created.tool_name != tool_name or held.created.request_json != request_json:
+            return None
+        return held
 
     def keys(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
         """(run_id, tool_call_id) of every held completion (of ``run_id`` only, if given), oldest first."""

@@ -1029,7 +1029,7 @@ class ToolBoundary(_Core):
         tool = prepared.tool
         _require_sync(tool)
         echo = prepared.tool_call_id
-        held = self.completions.get(context.run_id, echo)
+        held = self.completions.retry_of(context.run_id, echo, tool.name, prepared.arguments)
         if held is not None:  # the harness retries a call whose completion we hold (CIS-DUR-5)
             return self._finish_held(held, echo)
         operation = "create"
@@ -1325,7 +1325,7 @@ class AsyncToolBoundary(_Core):
             return prepared
         tool = prepared.tool
         echo = prepared.tool_call_id
-        held = self.completions.get(context.run_id, echo)
+        held = self.completions.retry_of(context.run_id, echo, tool.name, prepared.arguments)
         if held is not None:  # the harness retries a call whose completion we hold (CIS-DUR-5)
             return await self._finish_held(held, echo)
         operation = "create"

@@ -70,7 +70,8 @@ def test_a_completion_that_keeps_failing_is_held_and_the_retried_call_gets_its_r
     """CIS-DUR-5: the store stays down past the budget: the agent sees STORE_UNAVAILABLE after about
     the budget, the completion (raw response included) is held; the harness re-sending the same call
     while the store is down gets STORE_UNAVAILABLE again (never DUPLICATE_TOOL_CALL), and once the
-    store is back gets the result of the one execution; the executor never runs a second time."""
+    store is back gets the result of the one execution; another call under the same id (other
+    arguments) is the duplicate it is; the executor never runs a second time."""
     store = _flaky(clock)
     executor = FakeExecutor()
     boundary = boundary_for(store, tool(executor), completion_retry=FAST)
@@ -92,6 +93,8 @@ def test_a_completion_that_keeps_failing_is_held_and_the_retried_call_gets_its_r
 
     again = boundary.invoke(context, envelope("call_1"))
     assert again.code is ErrorCode.STORE_UNAVAILABLE
+    other = boundary.invoke(context, envelope("call_1", arguments='{"q":"other"}'))  # not a retry
+    assert other.code is ErrorCode.DUPLICATE_TOOL_CALL
     store.down = False
     answered = boundary.invoke(context, envelope("call_1"))
     assert answered.ok, answered
