@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -224,7 +225,9 @@ def test_an_unreachable_server_is_not_called_old(clock: FakeClock) -> None:
 def test_inspect_works_for_a_read_only_acl_user(capsys: pytest.CaptureFixture[str]) -> None:
     """CIS-DUR-9: ``inspect`` needs neither scripts nor INFO: a user granted only ``+@read`` lists a
     run (with and without raw sizes), while the same user cannot write (the store refuses)."""
-    transcript = "examples/transcripts/openai_responses.json"
+    transcript = str(
+        Path(__file__).resolve().parents[2] / "examples" / "transcripts" / "openai_responses.json"
+    )
     run_id = "run-inc2031-responses"
     with redis_server() as url:
         assert main(["replay", "--json", transcript, "--redis-url", url, "--prefix", "acl"]) == 0
