@@ -24,12 +24,18 @@ RUN = "run-deploy"
 
 
 class CountingExecutor:
+    """Counts its runs per query; runs ``on_run[query]()`` first when given (a fault while it runs)."""
+
     def __init__(self) -> None:
         self.runs: dict[str, int] = {}
+        self.on_run: dict[str, Any] = {}
 
     def __call__(self, args: Mapping[str, Any]) -> object:
         key = str(args["q"])
         self.runs[key] = self.runs.get(key, 0) + 1
+        hook = self.on_run.pop(key, None)
+        if hook is not None:
+            hook()
         return '{"hits": 1}'
 
 
@@ -125,7 +131,8 @@ def test_what_a_failover_keeps(mode: str) -> None:
     """CIS-DUR-1, CIS-DUR-2: a primary whose replica's link is cut is killed and the replica
     promoted. In the default mode a call acknowledged meanwhile is lost and its re-sent id runs the
     executor a second time; in the WAIT mode that call was refused (DURABILITY_NOT_REACHED) without
-    running, and runs exactly once after the failover."""
+    running, and runs exactly once after the failover, and a call whose completion (not waited for)
+    was lost with the primary is PROJECTING on the new primary and never runs again."""
     durability = Durability(replicas=1, timeout_ms=1000) if mode == "wait-1" else Durability()
     executor = CountingExecutor()
     with contextlib.ExitStack() as stack:
@@ -143,7 +150,12 @@ def test_what_a_failover_keeps(mode: str) -> None:
         with redis.Redis.from_url(replica) as link:
             # Cut the link: the replica follows a master that does not exist (port 1), keeping
             # its data; nothing the primary writes from now on reaches it.
-            link.replicaof("127.0.0.1", 1)
+            if mode == "wait-1":
+                # While call_3's tool runs: its create reached the replica (WAIT), its completion will not.
+                executor.on_run["call_3"] = lambda: link.replicaof("127.0.0.1", 1)
+                assert _call(boundary, context, "call_3").ok
+            else:
+                link.replicaof("127.0.0.1", 1)
             cut = _call(boundary, context, "call_2")
             os.kill(_pid(primary), signal.SIGKILL)
             store.close()
@@ -152,11 +164,17 @@ def test_what_a_failover_keeps(mode: str) -> None:
         after = _boundary(promoted, executor)
         assert _call(after, context, "call_1").code is ErrorCode.DUPLICATE_TOOL_CALL
         _call(after, context, "call_2")
+        if mode == "wait-1":  # the completion was lost, the create was not: PROJECTING, never rerun
+            lost = promoted.get(RUN, "call_3")
+            assert lost is not None
+            assert lost.status is InvocationStatus.PROJECTING
+            assert _call(after, context, "call_3").code is ErrorCode.DUPLICATE_TOOL_CALL
         promoted.close()
     assert executor.runs["call_1"] == 1
     if mode == "wait-1":
         assert cut.code is ErrorCode.DURABILITY_NOT_REACHED
         assert executor.runs["call_2"] == 1
+        assert executor.runs["call_3"] == 1
     else:
         assert cut.ok
         assert executor.runs["call_2"] == 2  # acknowledged, lost with the primary, run again
