@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
-from invocation_store.adapters import Durability, RedisStore
+from invocation_store.adapters import Durability, RedisStore, UnsafeServerError
 from invocation_store.kernel import ErrorCode, EvidenceStatus, InvocationStatus, Projection
 from invocation_store.testing.redis_server import redis_server
 
@@ -178,3 +178,32 @@ def test_what_a_failover_keeps(mode: str) -> None:
     else:
         assert cut.ok
         assert executor.runs["call_2"] == 2  # acknowledged, lost with the primary, run again
+
+
+def test_an_aof_mode_keeps_each_create_through_a_kill_with_everysec(tmp_path: Path) -> None:
+    """CIS-DUR-1, CIS-DUR-2: with ``appendfsync everysec`` and ``Durability(aof=True)``, a server killed
+    right after a call (well within the second everysec may lose) keeps it: the create waited for its
+    fsync (WAITAOF). A server without WAITAOF (Redis < 7.2) refuses the mode on first use instead."""
+    args = ["--appendonly", "yes", "--appendfsync", "everysec"]
+    executor = CountingExecutor()
+    with redis_server(extra_args=args, data_dir=str(tmp_path)) as url:
+        with redis.Redis.from_url(url) as client:
+            has_waitaof = client.execute_command(b"COMMAND", b"INFO", b"WAITAOF")[0] is not None
+        store = RedisStore.from_url(url, prefix="aof", durability=Durability(aof=True, timeout_ms=1000))
+        boundary = _boundary(store, executor)
+        if not has_waitaof:
+            with pytest.raises(UnsafeServerError):
+                store.check_server()
+            store.close()
+            return
+        context = _open(boundary)
+        assert isinstance(context, RunContext)
+        for tool_call_id in ("call_1", "call_2", "call_3"):
+            assert _call(boundary, context, tool_call_id).ok
+        port = _port(url)
+        os.kill(_pid(url), signal.SIGKILL)
+    with redis_server(extra_args=args, data_dir=str(tmp_path), port=port):
+        for tool_call_id in ("call_1", "call_2", "call_3"):
+            assert _call(boundary, context, tool_call_id).code is ErrorCode.DUPLICATE_TOOL_CALL
+        assert executor.runs == {"call_1": 1, "call_2": 1, "call_3": 1}
+        store.close()
