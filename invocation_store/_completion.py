@@ -82,7 +82,11 @@ DEFAULT_COMPLETION_RETRY: Final = CompletionRetry()
 
 @frozen(kw_only=True)
 class PendingCompletion:
-    """A completion the store has not confirmed: ``created`` -> ``final`` (raw response included)."""
+    """A completion the store has not confirmed: ``created`` -> ``final``, raw response included (CIS-DUR-5).
+
+    ``created`` is the PROJECTING record the create wrote; ``final`` the kernel's
+    terminal record the compare-and-set writes.
+    """
 
     created: CanonicalRecord
     final: CanonicalRecord
