@@ -10,6 +10,7 @@ import logging as _logging
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _distribution_version
 
+from ._completion import CompletionRetry
 from .adapters import (
     AsyncInvocationStore,
     AsyncMemoryStore,
@@ -82,6 +83,7 @@ __all__ = [
     "CanonicalRecord",
     "Citation",
     "CitationKind",
+    "CompletionRetry",
     "ErrorCode",
     "EvidenceStatus",
     "ExclusionReason",

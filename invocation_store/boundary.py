@@ -142,6 +142,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 from attrs import field, frozen
 
 from . import _telemetry
+from ._completion import DEFAULT_COMPLETION_RETRY, CompletionRetry, PendingCompletion, PendingCompletions
 from ._runners import Outcome as _Outcome
 from ._runners import acall, call_inline, call_with_timeout, safe_name, type_name
 from ._runners import is_async_callable as _is_async_callable
@@ -605,6 +606,25 @@ class _Core:
         with self._token_lock:
             return self._token_uses.get(token) == 1
 
+    # -- completions the store could not apply (CIS-DUR-5, see _completion) ----------
+
+    completions: PendingCompletions
+
+    def pending_completions(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
+        """(run_id, tool_call_id) of every completion held because the store could not apply it.
+
+        Each is a call whose tool ran and whose agent was told STORE_UNAVAILABLE; its
+        record is PROJECTING in the store, its raw response kept here. Apply them with
+        ``finish_pending`` (or by the harness re-sending the call), or drop one with
+        :meth:`drop_pending` and sweep its record (CIS-DUR-5).
+        """
+        return self.completions.keys(run_id)
+
+    def drop_pending(self, context: RunContext, tool_call_id: str) -> bool:
+        """Forget a held completion and its raw response; True if one was held (then ``sweep_stale`` it)."""
+        context = _check_context(context)
+        return self.completions.drop(context.run_id, tool_call_id)
+
     # -- step 1: preflight 1-6 and argument parsing (nothing written) ----------------
 
     def _prepare(self, context: RunContext, envelope: ToolCallEnvelope) -> _Prepared | BoundaryResult:
@@ -822,9 +842,12 @@ class ToolBoundary(_Core):
         limits: Limits = _DEFAULT_LIMITS,
         token_factory: Callable[[], str] = _new_token,
         logger: logging.Logger | None = None,
+        completion_retry: CompletionRetry = DEFAULT_COMPLETION_RETRY,
     ) -> None:
         super().__init__(registry, limits, token_factory, logger)
         self.store = store
+        #: Completions the store could not apply yet, with their raw responses (CIS-DUR-5).
+        self.completions = PendingCompletions(completion_retry)
         for name in registry.names():
             tool = registry.get(name)
             assert tool is not None
@@ -928,6 +951,9 @@ class ToolBoundary(_Core):
         tool = prepared.tool
         _require_sync(tool)
         echo = prepared.tool_call_id
+        held = self.completions.retry_of(context.run_id, echo, tool.name, prepared.arguments)
+        if held is not None:  # the harness retries a call whose completion we hold (CIS-DUR-5)
+            return self._finish_held(held, echo)
         operation = "create"
         try:
             request = self._request(context, prepared, _sync_store(self.store.now_ms))
@@ -952,12 +978,39 @@ class ToolBoundary(_Core):
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
             operation = "complete"
-            stored = _sync_store(self.store.complete, created, final)
+            stored = self.completions.apply(
+                PendingCompletion(created=created, final=final),
+                lambda: _sync_store(self.store.complete, created, final),
+            )
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
         return self._finish(final, stored, echo)
 
     # -- reads ----------------------------------------------------------------------
+
+    def _finish_held(self, held: PendingCompletion, echo: str | None) -> BoundaryResult:
+        """Apply a held completion (retried within the budget); the call's result, or STORE_UNAVAILABLE."""
+        try:
+            stored = self.completions.apply(
+                held, lambda: _sync_store(self.store.complete, held.created, held.final)
+            )
+        except StoreUnavailableError as exc:
+            return self._store_failed(exc, "complete", echo)
+        return self._finish(held.final, stored, echo)
+
+    def finish_pending(self, context: RunContext) -> dict[str, BoundaryResult]:
+        """Apply every completion this boundary holds for the run; results by tool_call_id (CIS-DUR-5).
+
+        A completion the store takes (or answers with a code, e.g. INVALID_TRANSITION
+        after a sweep) is no longer held; one that still fails stays held and its
+        result is STORE_UNAVAILABLE. See :meth:`pending_completions`.
+        """
+        context = _check_context(context)
+        return {
+            tool_call_id: self._finish_held(held, tool_call_id)
+            for _, tool_call_id in self.completions.keys(context.run_id)
+            if (held := self.completions.get(context.run_id, tool_call_id)) is not None
+        }
 
     @_telemetry.observed_run
     def project_progress(self, context: RunContext) -> ProgressReport:
@@ -1067,9 +1120,12 @@ class AsyncToolBoundary(_Core):
         limits: Limits = _DEFAULT_LIMITS,
         token_factory: Callable[[], str] = _new_token,
         logger: logging.Logger | None = None,
+        completion_retry: CompletionRetry = DEFAULT_COMPLETION_RETRY,
     ) -> None:
         super().__init__(registry, limits, token_factory, logger)
         self.store = store
+        #: Completions the store could not apply yet, with their raw responses (CIS-DUR-5).
+        self.completions = PendingCompletions(completion_retry)
 
     def now_ms(self) -> int:
         """The store's clock in integer ms (for absolute deadlines)."""
@@ -1131,6 +1187,9 @@ class AsyncToolBoundary(_Core):
             return prepared
         tool = prepared.tool
         echo = prepared.tool_call_id
+        held = self.completions.retry_of(context.run_id, echo, tool.name, prepared.arguments)
+        if held is not None:  # the harness retries a call whose completion we hold (CIS-DUR-5)
+            return await self._finish_held(held, echo)
         operation = "create"
         try:
             request = self._request(context, prepared, _sync_store(self.store.now_ms))
@@ -1155,10 +1214,33 @@ class AsyncToolBoundary(_Core):
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
             operation = "complete"
-            stored = await _async_store(self.store.complete, created, final)
+            stored = await self.completions.aapply(
+                PendingCompletion(created=created, final=final),
+                lambda: _async_store(self.store.complete, created, final),
+            )
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
         return self._finish(final, stored, echo)
+
+    async def _finish_held(self, held: PendingCompletion, echo: str | None) -> BoundaryResult:
+        """See :meth:`ToolBoundary._finish_held`."""
+        try:
+            stored = await self.completions.aapply(
+                held, lambda: _async_store(self.store.complete, held.created, held.final)
+            )
+        except StoreUnavailableError as exc:
+            return self._store_failed(exc, "complete", echo)
+        return self._finish(held.final, stored, echo)
+
+    async def finish_pending(self, context: RunContext) -> dict[str, BoundaryResult]:
+        """See :meth:`ToolBoundary.finish_pending` (CIS-DUR-5)."""
+        context = _check_context(context)
+        results: dict[str, BoundaryResult] = {}
+        for _, tool_call_id in self.completions.keys(context.run_id):
+            held = self.completions.get(context.run_id, tool_call_id)
+            if held is not None:
+                results[tool_call_id] = await self._finish_held(held, tool_call_id)
+        return results
 
     @_telemetry.observed_run
     async def project_progress(self, context: RunContext) -> ProgressReport:

@@ -8,7 +8,9 @@ read, without raw responses unless ``--raw-sizes``) and each record's remaining 
 (``PTTL``). Nothing is written: no command of the EXPIRE family (``EXPIRE``,
 ``PEXPIRE``, ``PERSIST``, ``GETEX``...) and no write is sent, so inspecting never
 extends or changes a TTL (CIS-TTL-2, CIS-TTL-5). Raw responses and request texts are
-never printed, only their sizes.
+never printed, only their sizes (with ``--raw-sizes``, from ``STRLEN``: the payload is
+never read). Only commands of Redis' ``@read`` ACL category are sent, no script and
+no ``INFO``, so a user granted ``+@read`` alone can inspect (CIS-DUR-9).
 
 Exit status: 0 when the run or any of its records was found, 1 when neither was (or
 the store failed), 2 for a bad option.
@@ -78,7 +80,11 @@ def inspect_run(store: Any, run_id: str, *, raw_sizes: bool = False) -> dict[str
     """
     state = store.get_run(run_id)
     ids = store.calls(run_id)
-    records = store.get_many(run_id, ids, include_raw=raw_sizes) if ids else {}
+    # A store that can size raw responses without reading them (RedisStore.raw_sizes,
+    # read-only commands) is asked for sizes only: no payload travels.
+    sizer = getattr(store, "raw_sizes", None) if raw_sizes else None
+    records = store.get_many(run_id, ids, include_raw=raw_sizes and sizer is None) if ids else {}
+    sizes = sizer(run_id, ids) if sizer is not None and ids else {}
     rows = []
     for tool_call_id in ids:
         record = records.get(tool_call_id)
@@ -87,6 +93,8 @@ def inspect_run(store: Any, run_id: str, *, raw_sizes: bool = False) -> dict[str
         row = record_row(record, store.ttl_remaining_ms(run_id, tool_call_id))
         if not raw_sizes:
             row["raw_bytes"] = None
+        elif sizer is not None:
+            row["raw_bytes"] = sizes.get(tool_call_id)
         rows.append(row)
     run: dict[str, Any] | None = None
     if state is not None:

@@ -3,18 +3,29 @@
 from ._forwarding import ForwardingStore
 from ._protocol import AsyncInvocationStore, InvocationStore, StoreUnavailableError
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
-from .redis import DEFAULT_PREFIX, AsyncRedisStore, RedisStore, UnsupportedRedisError
+from .redis import (
+    DEFAULT_PREFIX,
+    AsyncRedisStore,
+    Durability,
+    RedisStore,
+    RetryPolicy,
+    UnsafeServerError,
+    UnsupportedRedisError,
+)
 
 __all__ = [
     "DEFAULT_PREFIX",
     "AsyncInvocationStore",
     "AsyncMemoryStore",
     "AsyncRedisStore",
+    "Durability",
     "ForwardingStore",
     "InvocationStore",
     "MemoryStore",
     "RedisStore",
+    "RetryPolicy",
     "StoreUnavailableError",
+    "UnsafeServerError",
     "UnsupportedRedisError",
     "wall_clock_ms",
 ]

@@ -43,6 +43,7 @@ from ..kernel import (
     CanonicalRecord,
     ErrorCode,
     EvidenceStatus,
+    Failed,
     InvocationStatus,
     Limits,
     ProgressView,
@@ -60,9 +61,11 @@ from ..kernel import (
     is_safe_id,
     is_well_formed,
     is_well_formed_outcome,
+    lifetime_is_intact,
     open_run,
     remaining_ms,
     run_key,
+    transition,
     utf8_len,
 )
 from ._redis_scripts import CREATE_RUN_ORDER, RUN_FIELDS
@@ -78,6 +81,7 @@ __all__ = [
     "OpenPlan",
     "RunKeys",
     "calls_key",
+    "check_lifetime",
     "check_prefix",
     "decode_ids",
     "decode_progress",
@@ -90,13 +94,16 @@ __all__ = [
     "finish_end_run",
     "finish_open",
     "finish_ttl",
+    "is_late",
     "parse_version",
     "plan_complete",
     "plan_create",
     "plan_end_run",
     "plan_open",
     "raw_key",
+    "refuse_corrupt",
     "run_keys",
+    "undurable",
 ]
 
 #: Integers at or above this are refused: Lua numbers are IEEE doubles.
@@ -951,7 +958,7 @@ def finish_ttl(
         raise CorruptReplyError("UnexpectedReply")
     if all(value is None for value in fields):
         return None
-    if any(value is None for value in fields) or pttl == -1:
+    if any(value is None for value in fields) or not lifetime_is_intact(None if pttl == -1 else pttl):
         raise CorruptReplyError("CorruptRecord")
     if decode_text(fields[0]) != run_id or decode_text(fields[1]) != tool_call_id:
         raise CorruptReplyError("IdentityMismatch")
@@ -959,3 +966,47 @@ def finish_ttl(
         return None
     remaining = min(pttl, _int(decode_text(fields[2])) - now_ms)
     return remaining if remaining > 0 else None
+
+
+# -- integrity (CIS-DUR-7) ---------------------------------------------------------------
+
+#: Why a script answered ``CORRUPT <why>`` (see ``_redis_scripts``), each a CorruptReplyError cause.
+_CORRUPT_CAUSES: Final = frozenset({"NoTTL", "ForeignKey", "BadInteger"})
+
+
+def refuse_corrupt(reply: object) -> object:
+    """``reply`` unchanged, unless a script answered ``CORRUPT <why>``: then :class:`CorruptReplyError`.
+
+    A CORRUPT reply wrote nothing (every check precedes a script's first write); the
+    scripts' ``NoTTL`` mirrors kernel ``lifetime_is_intact``: a record or run without
+    expiry is never completed, admitted into or reopened.
+    """
+    head = reply[:8] if isinstance(reply, bytes | str) else None
+    if head not in (b"CORRUPT ", "CORRUPT "):
+        return reply
+    why = decode_text(reply)[8:]
+    raise CorruptReplyError(why if why in _CORRUPT_CAUSES else "UnexpectedReply")
+
+
+def check_lifetime(fields: object, pttl: object) -> None:
+    """Refuse a record read (HGETALL reply ``fields``) whose key has no expiry (``pttl`` -1) (CIS-DUR-7)."""
+    if fields and isinstance(pttl, int) and not lifetime_is_intact(None if pttl == -1 else pttl):
+        raise CorruptReplyError("NoTTL")
+
+
+def undurable(record: CanonicalRecord, now_ms: int, limits: Limits) -> CanonicalRecord | None:
+    """The kernel's ERROR/DURABILITY_NOT_REACHED record for a create that missed the durability mode.
+
+    ``record`` is the PROJECTING record the create wrote (CIS-DUR-2); None when the
+    kernel refuses the transition (the record expired meanwhile).
+    """
+    result = transition(record, Failed(code=ErrorCode.DURABILITY_NOT_REACHED, now_ms=now_ms), limits)
+    return result if isinstance(result, CanonicalRecord) else None
+
+
+def is_late(reply: object) -> bool:
+    """Whether a create answered ``LATE <lag ms>``: it started too late for its now, wrote nothing.
+
+    See CREATE_SCRIPT's ARGV[5..6] (CIS-DUR-11).
+    """
+    return isinstance(reply, bytes | str) and reply[:5] in (b"LATE ", "LATE ")

@@ -34,9 +34,25 @@ touches one Redis Cluster slot, CIS-KEY-2):
   remaining lifetime.
 
 Times: ``now`` is always an argument (the store's clock), never Redis' ``TIME``, so
-that an injected clock behaves exactly as in the memory store. Integers written by a
+that an injected clock behaves exactly as in the memory store. Redis' ``TIME`` is
+read for one thing only: a create whose script starts later than the caller expects
+(a paused or overloaded server, a slow network) by more than a bound answers ``LATE``
+and writes nothing, so that a ``now`` gone stale never admits a call past its run's
+deadline (CIS-DUR-11; the adapter resends it with a fresh ``now``). Integers written by a
 script go through ``string.format('%d', ...)``; Lua numbers are doubles, so the
 adapter refuses integers of 2**53 or more before calling a script.
+
+No partial writes (CIS-DUR-7): a Redis script that fails part-way keeps what it
+wrote before the failure (there is no rollback). So every script makes every check
+that can fail before its first write: it reads every key it will write (a foreign
+type fails the read, or is answered ``CORRUPT ForeignKey``), checks every stored
+integer it will compute with (``CORRUPT BadInteger``) and answers ``CORRUPT NoTTL``
+for a record or run found without expiry (PTTL -1: removed from outside), which is
+never completed, admitted into or reopened. Commands cannot fail after that: the
+store refused, before the first script, any server that lacks one of them
+(``_redis_server``), and a full memory (``maxmemory``, ``noeviction``) refuses only
+a script's *first* write, the others being allowed once it has written. A
+``CORRUPT`` reply writes nothing (a staging key aside, which is deleted).
 
 TTL discipline (CIS-TTL-1..3): a record HASH, a run HASH and a LIST get their expiry
 exactly once, in the script that creates them; no script ever issues an expire
@@ -75,6 +91,11 @@ RUN_FIELDS: Final = (
 
 _HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for name in RUN_FIELDS) + ")"
 
+# Lua: is a stored value a decimal integer (as every script writes them)?
+_IS_INT: Final = """
+local function is_int(v) return type(v) == 'string' and string.match(v, '^%-?%d+$') ~= nil end
+"""
+
 # Replies are one space-separated string ("<TAG> <values>...") whenever every value
 # is an id, a decimal or an enum value (none contains a space): a single bulk reply
 # parses much faster in redis-py than an array. A reply that carries a record (free
@@ -89,10 +110,12 @@ _HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for 
 #   deleted first); "EXISTING <10 run values>" for a live ACTIVE run opened with the
 #   same deadline, TTL and budgets, at any time (nothing written); "ERR
 #   INVALID_TRANSITION <10 run values>" for any other live run (other parameters, or
-#   cancelled/closed): the client re-runs the kernel on the run the script refused.
+#   cancelled/closed): the client re-runs the kernel on the run the script refused;
+#   "CORRUPT NoTTL" for a run found without expiry (nothing written).
 OPEN_RUN_SCRIPT: Final = f"""
 local now = tonumber(ARGV[1])
 local cur = {_HMGET_RUN}
+if cur[6] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
 if cur[6] and now < tonumber(cur[6]) then
   if cur[2] ~= 'ACTIVE' then
     return 'ERR INVALID_TRANSITION ' .. table.concat(cur, ' ')
@@ -124,9 +147,11 @@ return 'FRESH'
 #   lapsed one; "ERR INVALID_TRANSITION <10 run values>" for a run that is neither
 #   ACTIVE nor already in the target status (a retried cancel or close answers like
 #   the first). The client re-runs the kernel on the run values of a refusal.
+#   "CORRUPT NoTTL" for a run without expiry.
 END_RUN_SCRIPT: Final = f"""
 local now = tonumber(ARGV[1])
 local cur = {_HMGET_RUN}
+if cur[6] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
 if not cur[6] then
   return 'ERR RUN_INACTIVE'
 end
@@ -177,6 +202,10 @@ CREATE_RUN_ORDER: Final = (
 #   here), empty when nothing can be written
 # ARGV[2] - invocation token ("" never replays); ARGV[3] - tool_name;
 # ARGV[4] - request_json
+# ARGV[5], ARGV[6] (optional, CIS-DUR-11) - the server time (ms) at which the caller
+#   expects the script to run (its ``now`` plus its calibrated offset to server TIME),
+#   and the most the script may run later than that (ms): a script that starts later
+#   answers "LATE <lag ms>" before reading or writing anything
 # return "OK <10 run values before admission, CREATE_RUN_ORDER>" after writing the
 #   record with sequence = tool_calls_used + 1, expires_at_ms = now + ttl_ms and PX
 #   ttl_ms (the record is new: its TTL is set exactly once; a leftover that the store
@@ -186,12 +215,21 @@ CREATE_RUN_ORDER: Final = (
 #   <record field/value pairs>} when the live record carries this token and the run
 #   is live (nothing written); "ERR <code> <10 run values, CREATE_RUN_ORDER>"
 #   otherwise, or "ERR RUN_INACTIVE" when there is no run (nothing written): the
-#   client re-runs the kernel on the run the script refused.
-CREATE_SCRIPT: Final = f"""
+#   client re-runs the kernel on the run the script refused; "CORRUPT
+#   <why>" (nothing written) for a run or record without expiry (NoTTL), a calls key
+#   that is not a LIST (ForeignKey) or a run whose counters are not integers
+#   (BadInteger), checked before the first write.
+CREATE_SCRIPT: Final = f"""{_IS_INT}
+if ARGV[5] then
+  local t = redis.call('TIME')
+  local lag = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[5])
+  if lag > tonumber(ARGV[6]) then return 'LATE ' .. string.format('%d', lag) end
+end
 local now, size, late, tcid, rid, status, created, updated = string.match(ARGV[1],
   '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
 now = tonumber(now)
 local run = redis.call('HMGET', KEYS[1], {", ".join(f"'{name}'" for name in CREATE_RUN_ORDER)})
+if run[8] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
 local run_live = run[8] and now < tonumber(run[8])
 local live = false
 local leftover = false
@@ -199,6 +237,7 @@ local token = false
 if tcid ~= '' then
   local found = redis.call('HMGET', KEYS[2], 'invocation_token', 'expires_at_ms')
   leftover = found[1] or found[2]
+  if leftover and redis.call('PTTL', KEYS[2]) == -1 then return 'CORRUPT NoTTL' end
   if found[2] and now < tonumber(found[2]) then
     live = true
     token = found[1]
@@ -222,6 +261,12 @@ if size == '' then return 'ERR INVALID_ARGUMENTS' .. seen end
 local bytes = tonumber(run[3]) + tonumber(size)
 if bytes > tonumber(run[10]) then return 'ERR RUN_BYTES_EXHAUSTED' .. seen end
 if late ~= '' or tcid == '' then return 'ERR ' .. late .. seen end
+-- Last checks before the first write: nothing below can fail.
+if not (is_int(run[2]) and is_int(run[3]) and is_int(run[7]) and is_int(run[8])) then
+  return 'CORRUPT BadInteger'
+end
+local calls_type = redis.call('TYPE', KEYS[3])['ok']
+if calls_type ~= 'list' and calls_type ~= 'none' then return 'CORRUPT ForeignKey' end
 if leftover then redis.call('DEL', KEYS[2], KEYS[4]) end
 redis.call('HSET', KEYS[2], 'run_id', rid, 'tool_call_id', tcid, 'tool_name', ARGV[3],
   'invocation_token', ARGV[2], 'sequence', string.format('%d', used), 'status', status,
@@ -269,9 +314,12 @@ return 'OK ' .. table.concat(run, ' ')
 #   stored record is already terminal with after's status, error code and update
 #   time; "RESEND" when a kept raw response is missing or not of size raw_size, or
 #   a staged one is missing (the caller sends it in full); "ERR INVALID_TRANSITION"
-#   otherwise (absent, lapsed, another invocation, completed differently). Nothing
-#   is written but the WRITE, and KEYS[5] never survives the script.
-COMPLETE_SCRIPT: Final = """
+#   otherwise (absent, lapsed, another invocation, completed differently); "CORRUPT
+#   <why>" for a PROJECTING record without expiry or a live run without expiry
+#   (NoTTL), run counters that are not integers (BadInteger), a done key that is not a
+#   LIST (ForeignKey), all checked before the first write. Nothing is written but the
+#   WRITE, and KEYS[5] never survives the script.
+COMPLETE_SCRIPT: Final = f"""{_IS_INT}
 local now, status, code, updated, charge, done_id, raw_size, mask, evidence, b_created, b_expires, b_seq =
   string.match(ARGV[1], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
 now = tonumber(now)
@@ -286,6 +334,25 @@ if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2]
   return 'ERR INVALID_TRANSITION'
 end
 if s[1] == 'PROJECTING' then
+  -- Every check before the first write (HDEL/HSET below): nothing after them can fail.
+  local left = redis.call('PTTL', KEYS[1])
+  local run = redis.call('HMGET', KEYS[2], 'expires_at_ms', 'bytes_used')
+  local corrupt = false
+  if left == -1 then
+    corrupt = 'NoTTL'
+  elseif run[1] and not (is_int(run[1]) and is_int(run[2])) then
+    corrupt = 'BadInteger'
+  end
+  local run_live = not corrupt and run[1] and now < tonumber(run[1])
+  if run_live and redis.call('PTTL', KEYS[2]) == -1 then corrupt = 'NoTTL' end
+  if run_live and done_id ~= '' then
+    local done_type = redis.call('TYPE', KEYS[3])['ok']
+    if done_type ~= 'list' and done_type ~= 'none' then corrupt = 'ForeignKey' end
+  end
+  if corrupt then
+    if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
+    return 'CORRUPT ' .. corrupt
+  end
   if raw_op == 'K' then
     local held = redis.call('STRLEN', KEYS[4])
     if held ~= tonumber(raw_size) or (held == 0 and redis.call('EXISTS', KEYS[4]) == 0) then
@@ -294,8 +361,8 @@ if s[1] == 'PROJECTING' then
   elseif raw_op == 'T' and redis.call('EXISTS', KEYS[5]) == 0 then
     return 'RESEND'
   end
-  local sets = {'status', status, 'updated_at_ms', updated}
-  local dels = {}
+  local sets = {{'status', status, 'updated_at_ms', updated}}
+  local dels = {{}}
   local function field(i, name, value, stored)
     if string.byte(mask, i) == 83 then -- 'S'
       sets[#sets + 1] = name
@@ -311,7 +378,6 @@ if s[1] == 'PROJECTING' then
   if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
   redis.call('HSET', KEYS[1], unpack(sets))
   if raw_op == 'S' or raw_op == 'T' then
-    local left = redis.call('PTTL', KEYS[1])
     if left < 1 then left = 1 end
     if raw_op == 'S' then
       redis.call('SET', KEYS[4], ARGV[3], 'PX', left)
@@ -322,11 +388,10 @@ if s[1] == 'PROJECTING' then
   elseif raw_op == 'D' then
     redis.call('DEL', KEYS[4])
   end
-  local run_expires = redis.call('HGET', KEYS[2], 'expires_at_ms')
-  if run_expires and now < tonumber(run_expires) then
+  if run_live then
     if charge ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_used', charge) end
     if done_id ~= '' and redis.call('RPUSH', KEYS[3], done_id) == 1 then
-      redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run_expires) - now))
+      redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[1]) - now))
     end
   end
   return 'WRITE'
@@ -334,7 +399,7 @@ end
 if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
 if s[1] == status and (s[3] or '') == code and s[4] == updated then
   local raw = redis.call('GET', KEYS[4])
-  local reply = {'REPLAY', raw and '1' or '0', raw or ''}
+  local reply = {{'REPLAY', raw and '1' or '0', raw or ''}}
   local record = redis.call('HGETALL', KEYS[1])
   for i = 1, #record do reply[3 + i] = record[i] end
   return reply

@@ -14,12 +14,22 @@ Scripts are registered once through redis-py ``Script`` objects (CIS-STORE-5). T
 two hot scripts (create, complete) are sent as ``EVALSHA`` straight through the
 client's ``execute_command`` with pre-encoded keys and header, which spares redis-py's
 ``Script`` wrapper its argument copies; after ``NOSCRIPT`` (``SCRIPT FLUSH``, a
-restarted server) the script is loaded and the call retried once, as the ``Script``
-object itself does. A cluster client goes through the ``Script`` object, which routes
-by the keys. The first operation checks the server version (>= 6.2, CIS-STORE-7) and
-loads the scripts, in one pipelined round trip.
+restarted server) the server is checked again, the scripts loaded and the call
+retried once. A cluster client goes through the ``Script`` object, which routes by the
+keys. The first write checks the server (``_redis_server``: version >= 6.2, an
+eviction policy that cannot evict the store's keys, every command the scripts use,
+what the durability mode needs; CIS-STORE-7, CIS-DUR-3, CIS-DUR-6) and loads the
+scripts, in one pipelined round trip per primary; reads check nothing, so a user with
+``+@read`` rights alone can read (CIS-DUR-9).
 
-Failures: every redis-py, connection, timeout, encoding or decoding failure, and
+Durability (CIS-DUR-2): in a waiting mode the run open and the create are pipelined
+with ``WAIT``/``WAITAOF`` on the connection that wrote them (on a cluster, the client
+of the node owning the run's slot); a create that misses the mode is refused before
+its executor can run.
+
+Failures: transient ones (connection loss, timeouts, TRYAGAIN, MOVED/ASK,
+CLUSTERDOWN, READONLY) are resent within ``retry_policy`` (``_redis_retry``,
+CIS-DUR-4). Then every redis-py, connection, timeout, encoding or decoding failure, and
 every reply that is not what the store wrote (a record of another run or call,
 CIS-STORE-6), raises :class:`~invocation_store.adapters.StoreUnavailableError`
 without chaining the original exception; only exception *type* names are logged
@@ -29,18 +39,27 @@ exception or a log line.
 Clocks: the store's clock (default: wall clock) is an argument of every script, and
 every read also compares ``expires_at_ms`` with it, so an injected fake clock
 behaves exactly as with :class:`~invocation_store.adapters.MemoryStore`; Redis' own
-TTL (real time) removes the data. Integers must stay below 2**53 (Lua numbers).
+TTL (real time) removes the data. A create whose script starts more than
+``max_lag_ms`` after its ``now`` by server ``TIME`` (measured against the clock's
+offset) writes nothing and is resent once with a fresh ``now`` (CIS-DUR-11).
+Integers must stay below 2**53 (Lua numbers).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+from attrs import evolve
 from redis.cluster import RedisCluster
 from redis.commands.core import AsyncScript, Script
 from redis.exceptions import NoScriptError
@@ -63,6 +82,7 @@ from ..kernel import (
 )
 from . import _redis_core as core
 from ._protocol import StoreUnavailableError
+from ._redis_retry import DEFAULT_RETRY, TRANSIENT, RetryPolicy
 from ._redis_scripts import (
     COMPLETE_SCRIPT,
     CREATE_SCRIPT,
@@ -71,16 +91,34 @@ from ._redis_scripts import (
     PROGRESS_SCRIPT,
     RUN_FIELDS,
 )
+from ._redis_server import Durability, UnsafeServerError, UnsupportedRedisError, check_commands, judge_server
+from ._redis_server import parse_info_text as _parse_info_text
 from .memory import wall_clock_ms
 
-__all__ = ["DEFAULT_PREFIX", "DEFAULT_TIMEOUT_S", "AsyncRedisStore", "RedisStore", "UnsupportedRedisError"]
+__all__ = [
+    "DEFAULT_MAX_LAG_MS",
+    "DEFAULT_PREFIX",
+    "DEFAULT_TIMEOUT_S",
+    "AsyncRedisStore",
+    "Durability",
+    "RedisStore",
+    "RetryPolicy",
+    "UnsafeServerError",
+    "UnsupportedRedisError",
+]
 
 #: Default key prefix (CIS-KEY-1).
 DEFAULT_PREFIX: Final = "cis"
 
+#: How much later than its caller expects a create's script may start, in ms, by
+#: default for a store on the wall clock (CIS-DUR-11).
+DEFAULT_MAX_LAG_MS: Final = 1_000
+
 #: Socket and connect timeout of stores built by ``from_url``, in seconds.
 DEFAULT_TIMEOUT_S: Final = 5.0
 _DEFAULT_OPTIONS: Final = {"socket_timeout": DEFAULT_TIMEOUT_S, "socket_connect_timeout": DEFAULT_TIMEOUT_S}
+
+T = TypeVar("T")
 
 _LOG = logging.getLogger("invocation_store.redis")
 _LOG.addHandler(logging.NullHandler())
@@ -91,27 +129,62 @@ _LOG.addHandler(logging.NullHandler())
 _FAILURES: Final = (redis.RedisError, OSError, ValueError, KeyError, IndexError, TypeError)
 
 
-class UnsupportedRedisError(StoreUnavailableError):
-    """The server is older than Redis 6.2, which the store requires (CIS-STORE-7).
-
-    A :class:`StoreUnavailableError` whose message says ``requires Redis >= 6.2``
-    and names the version found.
-    """
-
-    def __init__(self, found: str) -> None:
-        super().__init__(cause=f"requires Redis >= 6.2, found {found}")
-
-
 def _failure(operation: str, exc: BaseException) -> str:
     cause = exc.cause if isinstance(exc, core.CorruptReplyError) else type(exc).__name__
     _LOG.warning("redis store: %s failed (%s)", operation, cause)
     return cause
 
 
-def _check_version(info: Mapping[str, object]) -> None:
-    version = core.parse_version(info)
+def _check_old_version(reply: object) -> None:
+    """Raise UnsupportedRedisError if an unparsed ``INFO server`` reply names a server below 6.2."""
+    try:
+        version = core.parse_version(_parse_info_text(reply))
+    except ValueError:
+        return
     if version < core.MIN_VERSION:
         raise UnsupportedRedisError(".".join(str(part) for part in version))
+
+
+def _max_lag(max_lag_ms: int | None, *, injected_clock: bool) -> int | None:
+    """The lag bound in ms, or None for no check: None means the default (CIS-DUR-11).
+
+    The default compares server ``TIME`` with the store clock only when that clock is
+    the wall clock: an injected clock keeps its own time (tests move it at will).
+    """
+    if max_lag_ms is None:
+        return None if injected_clock else DEFAULT_MAX_LAG_MS
+    if type(max_lag_ms) is not int or max_lag_ms < 0:
+        raise ValueError("max_lag_ms is a non-negative int (0: no check) or None (the default)")
+    return max_lag_ms or None
+
+
+def _server_ms(reply: object) -> int:
+    """Milliseconds of a ``TIME`` reply (seconds, microseconds)."""
+    if not isinstance(reply, list | tuple) or len(reply) != 2:
+        raise core.CorruptReplyError("UnexpectedReply")
+    seconds, micros = (int(part) for part in reply)
+    return seconds * 1000 + micros // 1000
+
+
+def _raise_first_error(replies: Sequence[object]) -> None:
+    """Raise the first error reply of a pipeline run with ``raise_on_error=False``."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
+def _resp2_connection(pool: Any) -> Any:
+    """A fresh RESP2 connection (no ``HELLO``) of ``pool``'s kind, for a version probe; None if RESP2 already.
+
+    Only a client that speaks RESP3 opens connections with ``HELLO 3``. Maintenance
+    notifications (a RESP3 feature) are left out of the probe.
+    """
+    kwargs = dict(pool.connection_kwargs)
+    if str(kwargs.get("protocol")) != "3":
+        return None
+    for name in ("maint_notifications_pool_handler", "maint_notifications_config"):
+        kwargs.pop(name, None)
+    return pool.connection_class(**{**kwargs, "protocol": 2})
 
 
 def _nonce() -> str:
@@ -140,6 +213,16 @@ class RedisStore:
     run touches the one slot of the run's hash tag (CIS-KEY-2).
     ``prefix`` starts every key (default ``"cis"``; non-empty, no braces: else
     ``ValueError``). ``clock`` returns integer ms (default: wall clock).
+    ``durability`` (default: wait for nothing) makes run opens and creates wait for
+    replicas and/or the AOF before they answer; a create that misses it is
+    DURABILITY_NOT_REACHED and its executor never runs (CIS-DUR-2).
+    ``allow_eviction=True`` accepts a server whose ``maxmemory-policy`` can evict
+    the store's keys, which is refused otherwise (CIS-DUR-3). ``retry_policy``
+    bounds how long transient failures are retried (CIS-DUR-4). ``max_lag_ms``
+    bounds how much later than sent a create's script may start by server ``TIME``
+    (default: :data:`DEFAULT_MAX_LAG_MS` with the wall clock, no check with an
+    injected clock; 0: no check); a later one writes nothing and is resent once
+    with a fresh ``now`` (CIS-DUR-11).
     Thread-safe as redis-py's connection pool is.
     """
 
@@ -150,11 +233,20 @@ class RedisStore:
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
         owns_client: bool = False,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
         self._clock = clock or wall_clock_ms
         self._owns_client = owns_client
+        self._durability = durability or Durability()
+        self._allow_eviction = allow_eviction
+        self._retry = retry_policy
+        self._max_lag = _max_lag(max_lag_ms, injected_clock=clock is not None)
+        self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
         self._cluster = isinstance(client, RedisCluster)
         # redis-py leaves execute_command untyped; this is the one place it is named.
@@ -172,6 +264,10 @@ class RedisStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
         **options: Any,
     ) -> RedisStore:
         """Build a store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
@@ -189,7 +285,16 @@ class RedisStore:
             client = None
         if client is None:
             raise _bad_url()
-        return cls(client, prefix=prefix, clock=clock, owns_client=True)
+        return cls(
+            client,
+            prefix=prefix,
+            clock=clock,
+            owns_client=True,
+            durability=durability,
+            allow_eviction=allow_eviction,
+            retry_policy=retry_policy,
+            max_lag_ms=max_lag_ms,
+        )
 
     @property
     def prefix(self) -> str:
@@ -201,33 +306,84 @@ class RedisStore:
         return self._clock()
 
     def check_server(self) -> None:
-        """Check the version (>= 6.2) and load the scripts, once; later calls do nothing.
+        """Check the server once, before the first write; later calls do nothing.
 
-        Every operation calls this first. Raises :class:`UnsupportedRedisError` for an
-        older server and :class:`StoreUnavailableError` if Redis cannot be reached.
+        In one pipelined round trip per primary: the scripts are loaded and the server
+        is judged (``_redis_server``): version >= 6.2 (CIS-STORE-7), a
+        ``maxmemory-policy`` that cannot evict the store's keys unless
+        ``allow_eviction`` (CIS-DUR-3), every command the scripts write with
+        (CIS-DUR-6), and what the durability mode needs (CIS-DUR-2). Writes call this
+        first; reads never do (they need neither INFO nor scripts, CIS-DUR-9). Raises
+        :class:`UnsupportedRedisError` (also when a RESP3 ``HELLO`` fails on an older
+        server), :class:`UnsafeServerError`, or :class:`StoreUnavailableError` if
+        Redis cannot be reached.
         """
         if self._ready:
             return
         scripts = (self._open, self._end, self._create, self._complete)
+        checks = check_commands(self._durability)
+        client = self._client
         try:
-            if isinstance(self._client, RedisCluster):
-                # INFO and SCRIPT LOAD cannot be pipelined in a cluster.
-                info = self._client.info("server")
-                for script in scripts:
-                    self._client.script_load(script.script)
+            if isinstance(client, RedisCluster):
+                primaries: Callable[[], list[Any]] = client.get_primaries  # untyped in redis-py
+                nodes: list[redis.Redis] = [client.get_redis_connection(node) for node in primaries()]
             else:
-                pipe = self._client.pipeline(transaction=False)
-                pipe.info("server")
-                for script in scripts:
-                    pipe.script_load(script.script)
-                info = pipe.execute()[0]
+                nodes = [client]
+            for node in nodes:
+
+                def check(node: redis.Redis = node) -> list[Any]:
+                    pipe = node.pipeline(transaction=False)
+                    queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+                    for command in checks:
+                        queue(*command)
+                    for script in scripts:
+                        pipe.script_load(script.script)
+                    return pipe.execute(raise_on_error=False)
+
+                replies = self._io(check)
+                judge_server(
+                    replies[: len(checks)], durability=self._durability, allow_eviction=self._allow_eviction
+                )
+                _raise_first_error(replies)
+        except (redis.ResponseError, redis.ConnectionError) as exc:
+            if not isinstance(client, RedisCluster):
+                self._refuse_old_resp2(client)
+            cause = _failure("check_server", exc)
         except _FAILURES as exc:
             cause = _failure("check_server", exc)
         else:
-            _check_version(info)
             self._ready = True
+            if self._max_lag is not None:
+                try:
+                    self._calibrate()
+                except _FAILURES as exc:
+                    self._ready = False
+                    raise StoreUnavailableError(_failure("check_server", exc)) from None
             return
         raise StoreUnavailableError(cause)
+
+    @staticmethod
+    def _refuse_old_resp2(client: redis.Redis) -> None:
+        """After a failed check: ask the version over RESP2 and refuse a server below 6.2.
+
+        A client built with ``protocol=3`` opens every connection with ``HELLO 3``,
+        which a Redis 5 server refuses before any command can ask its version.
+        """
+        try:
+            connection = _resp2_connection(client.connection_pool)
+        except _FAILURES:
+            return
+        if connection is None:
+            return
+        try:
+            connection.connect()
+            connection.send_command("INFO", "server")
+            reply = connection.read_response()
+        except _FAILURES:
+            return
+        finally:
+            connection.disconnect()
+        _check_old_version(reply)
 
     # -- runs --------------------------------------------------------------------------
 
@@ -254,7 +410,11 @@ class RedisStore:
             return plan
         self.check_server()
         try:
-            reply = self._open(keys=plan.keys, args=plan.args, client=self._client)
+            if self._durability.waits:
+                return self._durable_open(plan, now)
+            reply = core.refuse_corrupt(
+                self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
+            )
             return core.finish_open(plan, reply, now)
         except _FAILURES as exc:
             cause = _failure("open_run", exc)
@@ -268,7 +428,9 @@ class RedisStore:
         now = self._clock()
         key, target = planned
         try:
-            reply = self._end(keys=(key,), args=(str(now), target), client=self._client)
+            reply = core.refuse_corrupt(
+                self._io(lambda: self._end(keys=(key,), args=(str(now), target), client=self._client))
+            )
             return core.finish_end_run(run_id, cancel, reply, now)
         except _FAILURES as exc:
             cause = _failure("end_run", exc)
@@ -286,7 +448,6 @@ class RedisStore:
         """The run's state (one HMGET), or None if unknown or lapsed by the store clock."""
         if not is_safe_id(run_id):
             return None
-        self.check_server()
         try:
             values = self._client.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
             run = core.decode_run(values, run_id)
@@ -312,7 +473,23 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
-            return core.finish_create(plan, self._evalsha(self._create, plan.command))
+            for attempt in range(2):
+                command = self._timed(plan)
+                if self._durability.waits:
+                    reply, waited = self._io(functools.partial(self._send_waited, self._create, command))
+                else:
+                    reply, waited = self._io(functools.partial(self._evalsha, self._create, command)), None
+                if not core.is_late(reply):
+                    return self._finish_create(plan, reply, waited, limits)
+                if attempt:
+                    raise core.CorruptReplyError("ServerLag")
+                # The script started too late for its now: learn the offset again, resend with a fresh now.
+                _LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
+                self._calibrate()
+                replanned = core.plan_create(self._prefix, evolve(plan.request, now_ms=self._clock()), limits)
+                if isinstance(replanned, ErrorCode):
+                    return replanned
+                plan = replanned
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -332,15 +509,120 @@ class RedisStore:
         if not self._ready:
             self.check_server()
         try:
-            result = core.finish_complete(plan, self._send_complete(plan.call))
+            reply = self._io(lambda: self._send_complete(plan.call))
+            result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:  # RESEND: the kept raw response was not the expected one
-                result = core.finish_complete(plan, self._send_complete(plan.resend))
+                reply = self._io(lambda: self._send_complete(plan.resend))
+                result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:
                 raise core.CorruptReplyError("UnexpectedReply")
             return result
         except _FAILURES as exc:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
+
+    def _durable_open(self, plan: core.OpenPlan, now: int) -> RunState | ErrorCode:
+        """Open the run and wait for the durability mode in the same round trip (CIS-DUR-2)."""
+        command = (str(len(plan.keys)), *plan.keys, *plan.args)
+        reply, waited = self._io(lambda: self._send_waited(self._open, command))
+        opened = core.finish_open(plan, core.refuse_corrupt(reply), now)
+        if isinstance(opened, RunState) and not self._durability.reached(waited):
+            _LOG.warning(
+                "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
+            )
+            return ErrorCode.DURABILITY_NOT_REACHED
+        return opened
+
+    def _timed(self, plan: core.CreatePlan) -> tuple[bytes | str, ...]:
+        """The create's command, with the server time it should start by when lag is checked (CIS-DUR-11)."""
+        if self._max_lag is None:
+            return plan.command
+        return (*plan.command, str(plan.request.now_ms + self._offset_ms), str(self._max_lag))
+
+    def _calibrate(self) -> None:
+        """Measure server ``TIME`` minus the store clock (one round trip; a cluster: any node)."""
+        server = _server_ms(self._io(lambda: self._execute("TIME")))
+        self._offset_ms = server - self._clock()
+
+    def _finish_create(
+        self, plan: core.CreatePlan, reply: object, waited: object, limits: Limits
+    ) -> Admission | ErrorCode:
+        """The kernel's answer to the create; in a durability mode, only once it reached it (CIS-DUR-2).
+
+        Not reached: DURABILITY_NOT_REACHED, so the executor never runs; the record
+        the script wrote is moved to ERROR/DURABILITY_NOT_REACHED, best effort.
+        """
+        admitted = core.finish_create(plan, core.refuse_corrupt(reply))
+        if (
+            not self._durability.waits
+            or not isinstance(admitted, Admission)
+            or self._durability.reached(waited)
+        ):
+            return admitted
+        _LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
+        failed = core.undurable(admitted.record, self._clock(), limits)
+        if failed is not None:
+            with contextlib.suppress(StoreUnavailableError):
+                self.complete(admitted.record, failed)
+        return ErrorCode.DURABILITY_NOT_REACHED
+
+    def _send_waited(self, script: Script, command: tuple[bytes | str, ...]) -> tuple[object, object]:
+        """``EVALSHA`` then the durability wait, pipelined on one connection: (script reply, wait reply).
+
+        ``WAIT``/``WAITAOF`` count the writes of the connection they run on, so both go
+        to the node that owns the run's slot (on a cluster: that node's client). After
+        NOSCRIPT the server is checked again and the pair resent once.
+        """
+        client: redis.Redis = (
+            self._client if not isinstance(self._client, RedisCluster) else self._node(command[1])
+        )
+        try:
+            for attempt in range(2):
+                pipe = client.pipeline(transaction=False)
+                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+                queue("EVALSHA", script.sha, *command)
+                queue(*self._durability.command())
+                replies = pipe.execute(raise_on_error=False)
+                if isinstance(replies[0], NoScriptError) and attempt == 0:
+                    self._recheck()
+                    continue
+                _raise_first_error(replies)
+                return replies[0], replies[1]
+        except TRANSIENT:
+            if isinstance(self._client, RedisCluster):  # the slot may have moved: learn the topology again
+                with contextlib.suppress(*_FAILURES):
+                    self._client.nodes_manager.initialize()
+            raise
+        raise core.CorruptReplyError("NoScript")
+
+    def _node(self, key: bytes | str) -> redis.Redis:
+        """The client of the cluster node that owns ``key``'s slot."""
+        assert isinstance(self._client, RedisCluster)
+        node_of: Callable[[bytes | str], Any] = self._client.get_node_from_key  # untyped in redis-py
+        return self._client.get_redis_connection(node_of(key))
+
+    def _io(self, send: Callable[[], T]) -> T:
+        """``send()``, resent after a transient failure within the retry budget (CIS-DUR-4).
+
+        See ``_redis_retry``: connection loss, timeouts, TRYAGAIN, MOVED/ASK,
+        CLUSTERDOWN and READONLY are retried with backoff (safe: every write is
+        idempotent); the last failure is raised once the budget is spent.
+        """
+        try:
+            return send()
+        except TRANSIENT as exc:
+            failure: Exception = exc
+        deadline = time.monotonic() + self._retry.budget_ms / 1000
+        for pause_ms in self._retry.pauses_ms():
+            if time.monotonic() + pause_ms / 1000 > deadline:
+                break
+            _LOG.info("redis store: retrying after %s", type(failure).__name__)
+            time.sleep(pause_ms / 1000)
+            try:
+                return send()
+            except TRANSIENT as exc:
+                failure = exc
+        raise failure
 
     def _evalsha(self, script: Script, command: tuple[bytes | str, ...]) -> object:
         """``EVALSHA <sha> <command>`` in one round trip; after NOSCRIPT, load the script and retry once.
@@ -357,8 +639,17 @@ class RedisStore:
         try:
             return self._execute("EVALSHA", script.sha, *command)
         except NoScriptError:
-            script.sha = client.script_load(script.script)
+            self._recheck()
             return self._execute("EVALSHA", script.sha, *command)
+
+    def _recheck(self) -> None:
+        """After NOSCRIPT (a restarted or flushed server): judge the server again and reload the scripts.
+
+        A restarted server may come back with another configuration (an evicting
+        policy, a renamed command): it is refused as on first use (CIS-STORE-5, CIS-DUR-3).
+        """
+        self._ready = False
+        self.check_server()
 
     def _send_complete(self, call: core.CompleteCall) -> object:
         """One COMPLETE_SCRIPT call; a staged raw response is SET first, in the same round trip."""
@@ -374,8 +665,7 @@ class RedisStore:
             pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
             reply = (pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
-                # The staged value waits for the retry (SET NX).
-                self._complete.sha = self._client.script_load(COMPLETE_SCRIPT)
+                self._recheck()  # the staged value waits for the retry (SET NX)
                 continue
             if isinstance(reply, Exception):
                 raise reply
@@ -390,12 +680,14 @@ class RedisStore:
         """
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        self.check_server()
         try:
             pipe = self._client.pipeline(transaction=True)  # one consistent snapshot
-            pipe.hgetall(call_key(self._prefix, run_id, tool_call_id))
+            key = call_key(self._prefix, run_id, tool_call_id)
+            pipe.hgetall(key)
             pipe.get(core.raw_key(self._prefix, run_id, tool_call_id))
-            fields, raw = pipe.execute()
+            pipe.pttl(key)
+            fields, raw, pttl = pipe.execute()
+            core.check_lifetime(fields, pttl)
             record = core.decode_record(fields, raw, run_id, tool_call_id)
             return live(record, self._clock())
         except _FAILURES as exc:
@@ -416,7 +708,6 @@ class RedisStore:
         wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
         if not wanted:
             return result
-        self.check_server()
         try:
             # With raw responses: HGETALL + GET per record in one MULTI (a consistent
             # snapshot); without: HGETALL only, pipelined. One round trip either way.
@@ -465,10 +756,37 @@ class RedisStore:
             cause = _failure("get_progress", exc)
         raise StoreUnavailableError(cause)
 
+    def raw_sizes(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, int | None]:
+        """UTF-8 byte size of each record's stored raw response (None: none stored), one round trip.
+
+        Pipelined ``EXISTS`` + ``STRLEN`` of the raw STRING keys: read-only commands of
+        the ``@read`` category, no payload travels (CIS-DUR-9). Unsafe ids map to None.
+        """
+        ids = list(tool_call_ids)
+        result: dict[str, int | None] = dict.fromkeys(ids)
+        wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
+        if not wanted:
+            return result
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for tcid in wanted:
+                key = core.raw_key(self._prefix, run_id, tcid)
+                pipe.exists(key)
+                pipe.strlen(key)
+            replies = pipe.execute()
+            for index, tcid in enumerate(wanted):
+                exists, size = replies[2 * index], replies[2 * index + 1]
+                if not (isinstance(exists, int) and isinstance(size, int)):
+                    raise core.CorruptReplyError("UnexpectedReply")
+                result[tcid] = size if exists else None
+            return result
+        except _FAILURES as exc:
+            cause = _failure("raw_sizes", exc)
+        raise StoreUnavailableError(cause)
+
     def _list(self, run_id: str, list_key: Callable[[str, str], str], operation: str) -> tuple[str, ...]:
         if not is_safe_id(run_id):
             return ()
-        self.check_server()
         try:
             pipe = self._client.pipeline(transaction=False)
             pipe.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
@@ -494,7 +812,6 @@ class RedisStore:
         """Remaining TTL in ms: min(Redis PTTL, expires_at_ms - clock); None if absent. Read-only."""
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        self.check_server()
         key = call_key(self._prefix, run_id, tool_call_id)
         try:
             pipe = self._client.pipeline(transaction=False)
@@ -520,17 +837,31 @@ class AsyncRedisStore:
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster,
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
         owns_client: bool = False,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
         self._clock = clock or wall_clock_ms
         self._owns_client = owns_client
+        self._durability = durability or Durability()
+        self._allow_eviction = allow_eviction
+        self._retry = retry_policy
+        self._max_lag = _max_lag(max_lag_ms, injected_clock=clock is not None)
+        self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
+        self._cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        if self._cluster and self._durability.waits:
+            # WAIT must follow the write on the same connection; redis.asyncio's cluster
+            # client offers no such pipeline. Use RedisStore on a cluster for this mode.
+            raise ValueError("a durability mode that waits is not supported on an asyncio cluster client")
         # redis-py leaves execute_command untyped; this is the one place it is named.
         self._execute: Callable[..., Awaitable[object]] = client.execute_command
         self._open: AsyncScript = client.register_script(OPEN_RUN_SCRIPT)
@@ -546,6 +877,10 @@ class AsyncRedisStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], int] | None = None,
+        durability: Durability | None = None,
+        allow_eviction: bool = False,
+        retry_policy: RetryPolicy = DEFAULT_RETRY,
+        max_lag_ms: int | None = None,
         **options: Any,
     ) -> AsyncRedisStore:
         """See :meth:`RedisStore.from_url`; the client is a ``redis.asyncio.Redis``."""
@@ -556,7 +891,16 @@ class AsyncRedisStore:
             client = None
         if client is None:
             raise _bad_url()
-        return cls(client, prefix=prefix, clock=clock, owns_client=True)
+        return cls(
+            client,
+            prefix=prefix,
+            clock=clock,
+            owns_client=True,
+            durability=durability,
+            allow_eviction=allow_eviction,
+            retry_policy=retry_policy,
+            max_lag_ms=max_lag_ms,
+        )
 
     @property
     def prefix(self) -> str:
@@ -568,22 +912,67 @@ class AsyncRedisStore:
         return self._clock()
 
     async def check_server(self) -> None:
-        """See :meth:`RedisStore.check_server`."""
+        """See :meth:`RedisStore.check_server`; a cluster client is checked on every primary."""
         if self._ready:
             return
+        scripts = (self._open, self._end, self._create, self._complete)
+        checks = check_commands(self._durability)
+        client = self._client
         try:
-            pipe = self._client.pipeline(transaction=False)
-            pipe.info("server")
-            for script in (self._open, self._end, self._create, self._complete):
-                pipe.script_load(script.script)
-            info = (await pipe.execute())[0]
+            if isinstance(client, redis.asyncio.cluster.RedisCluster):
+                await client.initialize()
+                for node in client.get_primaries():
+                    replies = [await node.execute_command(*command) for command in checks]
+                    judge_server(replies, durability=self._durability, allow_eviction=self._allow_eviction)
+                for script in scripts:
+                    await client.script_load(script.script)
+            else:
+                pipe = client.pipeline(transaction=False)
+                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+                for command in checks:
+                    queue(*command)
+                for script in scripts:
+                    pipe.script_load(script.script)
+                replies = await pipe.execute(raise_on_error=False)
+                judge_server(
+                    replies[: len(checks)], durability=self._durability, allow_eviction=self._allow_eviction
+                )
+                _raise_first_error(replies)
+        except (redis.ResponseError, redis.ConnectionError) as exc:
+            if not isinstance(client, redis.asyncio.cluster.RedisCluster):
+                await self._refuse_old_resp2(client)
+            cause = _failure("check_server", exc)
         except _FAILURES as exc:
             cause = _failure("check_server", exc)
         else:
-            _check_version(info)
             self._ready = True
+            if self._max_lag is not None:
+                try:
+                    await self._calibrate()
+                except _FAILURES as exc:
+                    self._ready = False
+                    raise StoreUnavailableError(_failure("check_server", exc)) from None
             return
         raise StoreUnavailableError(cause)
+
+    @staticmethod
+    async def _refuse_old_resp2(client: redis.asyncio.Redis) -> None:
+        """See :meth:`RedisStore._refuse_old_resp2`."""
+        try:
+            connection = _resp2_connection(client.connection_pool)
+        except _FAILURES:
+            return
+        if connection is None:
+            return
+        try:
+            await connection.connect()
+            await connection.send_command("INFO", "server")
+            reply = await connection.read_response()
+        except _FAILURES:
+            return
+        finally:
+            await connection.disconnect()
+        _check_old_version(reply)
 
     async def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
@@ -603,7 +992,11 @@ class AsyncRedisStore:
             return plan
         await self.check_server()
         try:
-            reply = await self._open(keys=plan.keys, args=plan.args, client=self._client)
+            if self._durability.waits:
+                return await self._durable_open(plan, now)
+            reply = core.refuse_corrupt(
+                await self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
+            )
             return core.finish_open(plan, reply, now)
         except _FAILURES as exc:
             cause = _failure("open_run", exc)
@@ -617,7 +1010,9 @@ class AsyncRedisStore:
         now = self._clock()
         key, target = planned
         try:
-            reply = await self._end(keys=(key,), args=(str(now), target), client=self._client)
+            reply = core.refuse_corrupt(
+                await self._io(lambda: self._end(keys=(key,), args=(str(now), target), client=self._client))
+            )
             return core.finish_end_run(run_id, cancel, reply, now)
         except _FAILURES as exc:
             cause = _failure("end_run", exc)
@@ -635,7 +1030,6 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.get_run`."""
         if not is_safe_id(run_id):
             return None
-        await self.check_server()
         try:
             values = await self._client.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
             run = core.decode_run(values, run_id)
@@ -652,7 +1046,28 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
-            return core.finish_create(plan, await self._evalsha(self._create, plan.command))
+            for attempt in range(2):
+                command = self._timed(plan)
+                if self._durability.waits:
+                    reply, waited = await self._io(
+                        functools.partial(self._send_waited, self._create, command)
+                    )
+                else:
+                    reply, waited = (
+                        await self._io(functools.partial(self._evalsha, self._create, command)),
+                        None,
+                    )
+                if not core.is_late(reply):
+                    return await self._finish_create(plan, reply, waited, limits)
+                if attempt:
+                    raise core.CorruptReplyError("ServerLag")
+                # The script started too late for its now: learn the offset again, resend with a fresh now.
+                _LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
+                await self._calibrate()
+                replanned = core.plan_create(self._prefix, evolve(plan.request, now_ms=self._clock()), limits)
+                if isinstance(replanned, ErrorCode):
+                    return replanned
+                plan = replanned
         except _FAILURES as exc:
             cause = _failure("create", exc)
         raise StoreUnavailableError(cause)
@@ -666,9 +1081,11 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
         try:
-            result = core.finish_complete(plan, await self._send_complete(plan.call))
+            reply = await self._io(lambda: self._send_complete(plan.call))
+            result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:  # RESEND: the kept raw response was not the expected one
-                result = core.finish_complete(plan, await self._send_complete(plan.resend))
+                reply = await self._io(lambda: self._send_complete(plan.resend))
+                result = core.finish_complete(plan, core.refuse_corrupt(reply))
             if result is None:
                 raise core.CorruptReplyError("UnexpectedReply")
             return result
@@ -676,26 +1093,115 @@ class AsyncRedisStore:
             cause = _failure("complete", exc)
         raise StoreUnavailableError(cause)
 
+    async def _durable_open(self, plan: core.OpenPlan, now: int) -> RunState | ErrorCode:
+        """See :meth:`RedisStore._durable_open`."""
+        command = (str(len(plan.keys)), *plan.keys, *plan.args)
+        reply, waited = await self._io(lambda: self._send_waited(self._open, command))
+        opened = core.finish_open(plan, core.refuse_corrupt(reply), now)
+        if isinstance(opened, RunState) and not self._durability.reached(waited):
+            _LOG.warning(
+                "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
+            )
+            return ErrorCode.DURABILITY_NOT_REACHED
+        return opened
+
+    def _timed(self, plan: core.CreatePlan) -> tuple[bytes | str, ...]:
+        """See :meth:`RedisStore._timed`."""
+        if self._max_lag is None:
+            return plan.command
+        return (*plan.command, str(plan.request.now_ms + self._offset_ms), str(self._max_lag))
+
+    async def _calibrate(self) -> None:
+        """See :meth:`RedisStore._calibrate`."""
+        server = _server_ms(await self._io(lambda: self._execute("TIME")))
+        self._offset_ms = server - self._clock()
+
+    async def _finish_create(
+        self, plan: core.CreatePlan, reply: object, waited: object, limits: Limits
+    ) -> Admission | ErrorCode:
+        """See :meth:`RedisStore._finish_create`."""
+        admitted = core.finish_create(plan, core.refuse_corrupt(reply))
+        if (
+            not self._durability.waits
+            or not isinstance(admitted, Admission)
+            or self._durability.reached(waited)
+        ):
+            return admitted
+        _LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
+        failed = core.undurable(admitted.record, self._clock(), limits)
+        if failed is not None:
+            with contextlib.suppress(StoreUnavailableError):
+                await self.complete(admitted.record, failed)
+        return ErrorCode.DURABILITY_NOT_REACHED
+
+    async def _send_waited(
+        self, script: AsyncScript, command: tuple[bytes | str, ...]
+    ) -> tuple[object, object]:
+        """See :meth:`RedisStore._send_waited` (a plain client only: see the constructor)."""
+        client = self._client
+        assert isinstance(client, redis.asyncio.Redis)
+        for attempt in range(2):
+            pipe = client.pipeline(transaction=False)
+            queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+            queue("EVALSHA", script.sha, *command)
+            queue(*self._durability.command())
+            replies = await pipe.execute(raise_on_error=False)
+            if isinstance(replies[0], NoScriptError) and attempt == 0:
+                await self._recheck()
+                continue
+            _raise_first_error(replies)
+            return replies[0], replies[1]
+        raise core.CorruptReplyError("NoScript")
+
+    async def _io(self, send: Callable[[], Awaitable[T]]) -> T:
+        """See :meth:`RedisStore._io`."""
+        try:
+            return await send()
+        except TRANSIENT as exc:
+            failure: Exception = exc
+        deadline = time.monotonic() + self._retry.budget_ms / 1000
+        for pause_ms in self._retry.pauses_ms():
+            if time.monotonic() + pause_ms / 1000 > deadline:
+                break
+            _LOG.info("redis store: retrying after %s", type(failure).__name__)
+            await asyncio.sleep(pause_ms / 1000)
+            try:
+                return await send()
+            except TRANSIENT as exc:
+                failure = exc
+        raise failure
+
     async def _evalsha(self, script: AsyncScript, command: tuple[bytes | str, ...]) -> object:
         """See :meth:`RedisStore._evalsha`."""
+        if self._cluster:
+            keys, args = _split_command(command)
+            return await script(keys=keys, args=args, client=self._client)
         try:
             return await self._execute("EVALSHA", script.sha, *command)
         except NoScriptError:
-            script.sha = await self._client.script_load(script.script)
+            await self._recheck()
             return await self._execute("EVALSHA", script.sha, *command)
+
+    async def _recheck(self) -> None:
+        """See :meth:`RedisStore._recheck`."""
+        self._ready = False
+        await self.check_server()
 
     async def _send_complete(self, call: core.CompleteCall) -> object:
         """One COMPLETE_SCRIPT call; a staged raw response is SET first, in the same round trip."""
         if call.staged is None or call.stage_key is None:
             return await self._evalsha(self._complete, call.command)
         stage = call.stage_key
+        if self._cluster:  # a cluster pipeline cannot carry EVALSHA
+            await self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
+            return await self._evalsha(self._complete, call.command)
         for attempt in range(2):
             pipe = self._client.pipeline(transaction=False)
             pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
             pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
             reply = (await pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
-                self._complete.sha = await self._client.script_load(COMPLETE_SCRIPT)  # the staged value waits
+                await self._recheck()  # the staged value waits for the retry (SET NX)
                 continue
             if isinstance(reply, Exception):
                 raise reply
@@ -706,12 +1212,14 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.get`."""
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        await self.check_server()
         try:
             pipe = self._client.pipeline(transaction=True)  # one consistent snapshot
-            pipe.hgetall(call_key(self._prefix, run_id, tool_call_id))
+            key = call_key(self._prefix, run_id, tool_call_id)
+            pipe.hgetall(key)
             pipe.get(core.raw_key(self._prefix, run_id, tool_call_id))
-            fields, raw = await pipe.execute()
+            pipe.pttl(key)
+            fields, raw, pttl = await pipe.execute()
+            core.check_lifetime(fields, pttl)
             record = core.decode_record(fields, raw, run_id, tool_call_id)
             return live(record, self._clock())
         except _FAILURES as exc:
@@ -727,7 +1235,6 @@ class AsyncRedisStore:
         wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
         if not wanted:
             return result
-        await self.check_server()
         try:
             # With raw responses: HGETALL + GET per record in one MULTI (a consistent
             # snapshot); without: HGETALL only, pipelined. One round trip either way.
@@ -776,7 +1283,6 @@ class AsyncRedisStore:
     ) -> tuple[str, ...]:
         if not is_safe_id(run_id):
             return ()
-        await self.check_server()
         try:
             pipe = self._client.pipeline(transaction=False)
             pipe.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
@@ -802,7 +1308,6 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.ttl_remaining_ms`."""
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        await self.check_server()
         key = call_key(self._prefix, run_id, tool_call_id)
         try:
             pipe = self._client.pipeline(transaction=False)

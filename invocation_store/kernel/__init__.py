@@ -30,6 +30,7 @@ from ._ids import (
     run_key,
 )
 from ._ijson import check_arguments
+from ._lifetime import lifetime_is_intact
 from ._models import (
     CanonicalRecord,
     EvidenceStatus,
@@ -155,6 +156,7 @@ __all__ = [
     "is_well_formed",
     "is_well_formed_outcome",
     "is_well_formed_view",
+    "lifetime_is_intact",
     "live",
     "open_run",
     "phase_of",

@@ -55,6 +55,8 @@ class ErrorCode(enum.StrEnum):
     STALE_PROJECTION = "STALE_PROJECTION"
     #: The store could not be reached or answered unexpectedly (CIS-FAIL-5).
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    #: The create did not reach the store's durability mode in time; the tool did not run (CIS-DUR-2).
+    DURABILITY_NOT_REACHED = "DURABILITY_NOT_REACHED"
     #: The event is not allowed in the record's current state (CIS-LIFE-2).
     INVALID_TRANSITION = "INVALID_TRANSITION"
     #: A sweep found the record younger than the sweep age; nothing changes (CIS-LIFE-7).
@@ -83,6 +85,7 @@ ERROR_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.PROJECTION_INVALID: "The tool result summary was invalid.",
     ErrorCode.STALE_PROJECTION: "The tool call was abandoned.",
     ErrorCode.STORE_UNAVAILABLE: "The invocation store is unavailable.",
+    ErrorCode.DURABILITY_NOT_REACHED: "The tool call was not stored durably in time; the tool did not run.",
     ErrorCode.INVALID_TRANSITION: "The tool call is not in a state that allows this.",
     ErrorCode.NOT_STALE: "The tool call is not stale.",
 }

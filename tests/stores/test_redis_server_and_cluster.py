@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 
 import pytest
 import redis
 from attrs import evolve
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from invocation_store.adapters import RedisStore
-from invocation_store.kernel import ErrorCode, ProgressView, RunState, RunStatus, call_key, done_key, run_key
+from invocation_store.adapters import AsyncRedisStore, RedisStore
+from invocation_store.kernel import (
+    Admission,
+    ErrorCode,
+    ProgressView,
+    RunState,
+    RunStatus,
+    call_key,
+    done_key,
+    run_key,
+)
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import (
     HOW_TO_GET_REDIS,
@@ -63,9 +74,9 @@ def test_launcher_explains_how_to_get_redis() -> None:
 
 @pytest.fixture(scope="module")
 def cluster_urls(binary: str) -> Iterator[list[str]]:
-    """A private 3-master Redis Cluster for this module."""
+    """A private Redis Cluster for this module: 3 masters, one replica each."""
     try:
-        with redis_cluster(3, binary=binary) as urls:
+        with redis_cluster(3, replicas=1, binary=binary) as urls:
             yield urls
     except RedisServerUnavailableError as exc:
         if os.environ.get("CI") == "true":
@@ -119,3 +130,47 @@ def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str]) 
         assert len(ports) > 1  # the runs really were spread over several masters
     finally:
         client.close()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_the_async_store_takes_the_same_cluster_paths(cluster_urls: list[str]) -> None:
+    """CIS-DUR-10, CIS-KEY-2: AsyncRedisStore on redis.asyncio's RedisCluster: server checks on every
+    primary, scripts routed by the run's slot, staged raw responses, NOSCRIPT recovery, as the sync store."""
+    clock = FakeClock()
+
+    async def scenario() -> set[int]:
+        client = AsyncRedisCluster.from_url(cluster_urls[0])
+        store = AsyncRedisStore(client, prefix="acluster", clock=clock)
+        ports = set()
+        try:
+            for index in range(6):
+                run = f"run-{index}"
+                opened = await store.open_run(
+                    run, deadline_ms=clock() + 60_000, ttl_ms=30_000, tool_call_budget=2, byte_budget=10**6
+                )
+                ports.add(client.get_node_from_key(run_key("acluster", run)).port)
+                assert isinstance(opened, RunState)
+                first = await store.create(request(clock(), "call_1", run_id=run), LIMITS)
+                second = await store.create(request(clock(), "call_2", run_id=run), LIMITS)
+                assert isinstance(first, Admission)
+                assert isinstance(second, Admission)
+                third = await store.create(request(clock(), "call_3", run_id=run), LIMITS)
+                assert third is ErrorCode.TOOL_BUDGET_EXHAUSTED
+                done = ready(first.record, clock(), raw="r" * 40_000)  # staged: SET then the script
+                assert await store.complete(first.record, done) == done
+                assert await store.complete(first.record, done) == done
+                many = await store.get_many(run, ["call_1", "call_2"])
+                assert dict(many) == {"call_1": done, "call_2": second.record}
+                assert await store.calls(run) == ("call_1", "call_2")
+                assert await store.completed(run) == ("call_1",)
+                assert await store.ttl_remaining_ms(run, "call_1") is not None
+                assert await store.cancel_run(run) is not None
+            await client.script_flush()  # on every primary: the scripts must reload themselves
+            after = await store.create(request(clock(), "call_9", run_id="run-0"), LIMITS)
+            assert after is ErrorCode.RUN_INACTIVE  # the script ran again: the run is cancelled
+            return ports
+        finally:
+            await client.aclose()
+
+    assert len(asyncio.run(scenario())) > 1  # the runs really were spread over several masters

@@ -1,0 +1,195 @@
+"""A completion is not lost lightly: bounded retries, then a pending completion the harness can finish.
+
+The last step of a call is one compare-and-set, ``store.complete(created, final)``.
+When the store cannot apply it (connection loss, a failover, a slot migration), the
+tool has already run and ``final`` holds its complete raw response. Giving up at
+once would lose that response and leave the record PROJECTING until a sweep.
+
+So the boundary (CIS-DUR-5):
+
+1. retries the compare-and-set, which is idempotent (a completion that did land
+   replays as itself, CIS-RETRY-2), with exponential backoff for at most
+   :attr:`CompletionRetry.budget_ms` of wall time;
+2. if it still fails, answers the agent STORE_UNAVAILABLE and keeps the completion
+   (``created``, ``final``, raw response included) in memory, in a bounded table
+   (:attr:`CompletionRetry.max_pending` entries, the oldest dropped first);
+3. answers a later call with the same run, tool_call_id, tool and arguments text (the
+   harness's retry) by
+   applying the kept completion instead of admitting a second invocation: the
+   retry gets the result of the one execution (its executor never runs again) or,
+   while the store still fails, STORE_UNAVAILABLE again, never DUPLICATE_TOOL_CALL
+   for a call made once;
+4. lets the harness learn every call's fate: ``pending_completions`` lists what it
+   holds, ``finish_pending`` applies them (e.g. when the store is back), and
+   ``drop_pending`` forgets one, after which ``sweep_stale`` ends its record as
+   ERROR/STALE_PROJECTION. A completion held by a process that died is gone with
+   it: its record stays PROJECTING until swept (or its TTL ends).
+
+Only the store's failure (``StoreUnavailableError``) is retried; any answer of the
+store (the written record, or a code such as INVALID_TRANSITION after a sweep) ends
+the completion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Final
+
+from attrs import field, frozen
+
+from .adapters import StoreUnavailableError
+from .kernel import CanonicalRecord, ErrorCode
+
+__all__ = ["DEFAULT_COMPLETION_RETRY", "CompletionRetry", "PendingCompletion", "PendingCompletions"]
+
+Stored = CanonicalRecord | ErrorCode
+
+
+def _non_negative(_: object, attribute: object, value: int) -> None:
+    if type(value) is not int or value < 0:
+        raise ValueError("CompletionRetry values are non-negative ints")
+
+
+@frozen(kw_only=True)
+class CompletionRetry:
+    """How the boundary retries a completion the store could not apply (CIS-DUR-5).
+
+    ``budget_ms``: wall time, in integer ms, allowed from the first failure (0: no
+    retry); ``first_delay_ms``: the first pause, doubled up to ``max_delay_ms``;
+    ``max_pending``: completions kept in memory after their retries failed.
+    """
+
+    budget_ms: int = field(default=2_000, validator=_non_negative)
+    first_delay_ms: int = field(default=10, validator=_non_negative)
+    max_delay_ms: int = field(default=250, validator=_non_negative)
+    max_pending: int = field(default=1_024, validator=_non_negative)
+
+    def pauses_ms(self) -> Iterator[int]:
+        """Pauses before each retry, in ms, forever; the caller stops at the budget."""
+        pause = max(1, self.first_delay_ms)
+        while True:
+            yield pause
+            pause = max(1, min(self.max_delay_ms, pause * 2))
+
+
+#: The boundary's default: two seconds of retries, 1024 pending completions.
+DEFAULT_COMPLETION_RETRY: Final = CompletionRetry()
+
+
+@frozen(kw_only=True)
+class PendingCompletion:
+    """A completion the store has not confirmed: ``created`` -> ``final``, raw response included (CIS-DUR-5).
+
+    ``created`` is the PROJECTING record the create wrote; ``final`` the kernel's
+    terminal record the compare-and-set writes.
+    """
+
+    created: CanonicalRecord
+    final: CanonicalRecord
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(run_id, tool_call_id)."""
+        return (self.created.run_id, self.created.tool_call_id)
+
+
+class PendingCompletions:
+    """The completions a boundary holds, by (run_id, tool_call_id); thread-safe (CIS-DUR-5)."""
+
+    def __init__(self, policy: CompletionRetry = DEFAULT_COMPLETION_RETRY) -> None:
+        if not isinstance(policy, CompletionRetry):
+            raise TypeError("completion_retry must be a CompletionRetry")
+        self.policy = policy
+        self._held: collections.OrderedDict[tuple[str, str], PendingCompletion] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- the table -----------------------------------------------------------------
+
+    def get(self, run_id: str, tool_call_id: str) -> PendingCompletion | None:
+        """The completion held for this call, if any."""
+        with self._lock:
+            return self._held.get((run_id, tool_call_id))
+
+    def retry_of(
+        self, run_id: str, tool_call_id: str, tool_name: str, request_json: str
+    ) -> PendingCompletion | None:
+        """The completion held for this call if the call is its retry: same tool, same arguments text.
+
+        Another call under the same id (other tool or arguments) is not a retry: it is
+        admitted as usual, and refused as the duplicate it is (CIS-ID-5).
+        """
+        held = self.get(run_id, tool_call_id)
+        if held is None or held.created.tool_name != tool_name or held.created.request_json != request_json:
+            return None
+        return held
+
+    def keys(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
+        """(run_id, tool_call_id) of every held completion (of ``run_id`` only, if given), oldest first."""
+        with self._lock:
+            return tuple(key for key in self._held if run_id is None or key[0] == run_id)
+
+    def drop(self, run_id: str, tool_call_id: str) -> bool:
+        """Forget a held completion (its raw response with it); True if one was held."""
+        with self._lock:
+            return self._held.pop((run_id, tool_call_id), None) is not None
+
+    def _hold(self, pending: PendingCompletion) -> None:
+        with self._lock:
+            self._held.pop(pending.key, None)
+            self._held[pending.key] = pending
+            while len(self._held) > self.policy.max_pending:
+                self._held.popitem(last=False)
+
+    def _settled(self, pending: PendingCompletion) -> None:
+        with self._lock:
+            if self._held.get(pending.key) is pending:
+                del self._held[pending.key]
+
+    # -- applying a completion -----------------------------------------------------
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.policy.budget_ms / 1000
+
+    def apply(self, pending: PendingCompletion, complete: Callable[[], Stored]) -> Stored:
+        """``complete()``, retried after StoreUnavailableError within the budget.
+
+        Returns the store's answer (the completion is then no longer held); after the
+        budget, holds ``pending`` and raises the last StoreUnavailableError.
+        """
+        deadline: float | None = None
+        pauses = self.policy.pauses_ms()
+        while True:
+            try:
+                stored = complete()
+            except StoreUnavailableError:
+                deadline = deadline or self._deadline()
+                pause = next(pauses) / 1000
+                if time.monotonic() + pause > deadline:
+                    self._hold(pending)
+                    raise
+                time.sleep(pause)
+                continue
+            self._settled(pending)
+            return stored
+
+    async def aapply(self, pending: PendingCompletion, complete: Callable[[], Awaitable[Stored]]) -> Stored:
+        """See :meth:`apply`; pauses with ``asyncio.sleep``."""
+        deadline: float | None = None
+        pauses = self.policy.pauses_ms()
+        while True:
+            try:
+                stored = await complete()
+            except StoreUnavailableError:
+                deadline = deadline or self._deadline()
+                pause = next(pauses) / 1000
+                if time.monotonic() + pause > deadline:
+                    self._hold(pending)
+                    raise
+                await asyncio.sleep(pause)
+                continue
+            self._settled(pending)
+            return stored

@@ -1,0 +1,242 @@
+"""Durability modes: WAIT / WAITAOF pipelined with the create gate the executor (CIS-DUR-2)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+import redis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
+from invocation_store.adapters import AsyncRedisStore, Durability, RedisStore, UnsafeServerError
+from invocation_store.kernel import (
+    Admission,
+    ErrorCode,
+    EvidenceStatus,
+    InvocationStatus,
+    Projection,
+    RunState,
+)
+from invocation_store.testing import FakeClock
+from invocation_store.testing.redis_server import redis_server
+
+from ._support import LIMITS, RUN, open_default_run, request
+
+pytestmark = pytest.mark.redis
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+def _pid(url: str) -> int:
+    with redis.Redis.from_url(url) as client:
+        return int(client.info("server")["process_id"])
+
+
+def _wait_link_up(primary_url: str, replica_url: str, deadline_s: float = 10.0) -> None:
+    """Until the replica reports its link up and the primary sees it online."""
+    end = time.monotonic() + deadline_s
+    with redis.Redis.from_url(replica_url) as replica, redis.Redis.from_url(primary_url) as primary:
+        while time.monotonic() < end:
+            link = replica.info("replication").get("master_link_status")
+            seen = primary.info("replication").get("slave0")
+            if link == "up" and isinstance(seen, dict) and seen.get("state") == "online":
+                return
+            time.sleep(0.02)
+    raise AssertionError("the replica never caught up")
+
+
+@contextlib.contextmanager
+def _paused(pid: int) -> Iterator[None]:
+    """SIGSTOP a server this test started (its replication link stops acknowledging), then SIGCONT."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+@pytest.fixture(scope="module")
+def primary_and_replica() -> Iterator[tuple[str, str]]:
+    """A private master and one private replica of it."""
+    with contextlib.ExitStack() as stack:
+        primary = stack.enter_context(redis_server(extra_args=["--repl-diskless-sync-delay", "0"]))
+        replica = stack.enter_context(
+            redis_server(extra_args=["--replicaof", "127.0.0.1", str(_port(primary))])
+        )
+        _wait_link_up(primary, replica)
+        yield primary, replica
+
+
+class CountingExecutor:
+    """Counts its runs per query."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, int] = {}
+
+    def __call__(self, args: Mapping[str, Any]) -> object:
+        key = str(args["q"])
+        self.runs[key] = self.runs.get(key, 0) + 1
+        return '{"hits": 1}'
+
+
+def _project(raw: object, args: Mapping[str, Any]) -> Projection:
+    return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="1 hit", scope="all")
+
+
+def _boundary(store: RedisStore, executor: CountingExecutor) -> ToolBoundary:
+    spec = ToolSpec(name="search", executor=executor, projector=_project, authorized=True, read_only=True)
+    return ToolBoundary(store, ToolRegistry([spec]))
+
+
+def _call(boundary: ToolBoundary, context: RunContext, tool_call_id: str) -> Any:
+    envelope = ToolCallEnvelope(
+        run_id=context.run_id,
+        tool_call_id=tool_call_id,
+        tool_name="search",
+        arguments=f'{{"q":"{tool_call_id}"}}',
+    )
+    return boundary.invoke(context, envelope)
+
+
+def test_a_create_that_reaches_its_replica_runs_and_one_that_does_not_never_runs(
+    primary_and_replica: tuple[str, str],
+) -> None:
+    """CIS-DUR-2: with Durability(replicas=1) a create answers only after a replica acknowledged it
+    (the record is on the replica when the executor runs); with the replica paused the create is
+    refused with DURABILITY_NOT_REACHED after the timeout, the executor never runs, and the record the
+    master holds is ERROR/DURABILITY_NOT_REACHED."""
+    primary, replica = primary_and_replica
+    store = RedisStore.from_url(primary, prefix="dur", durability=Durability(replicas=1, timeout_ms=1000))
+    executor = CountingExecutor()
+    boundary = _boundary(store, executor)
+    context = boundary.open_run(
+        "run-d", deadline_ms=boundary.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=10, byte_budget=10**6
+    )
+    assert isinstance(context, RunContext)
+    first = _call(boundary, context, "call_1")
+    assert first.ok, first
+    with redis.Redis.from_url(replica) as on_replica:
+        assert on_replica.hget("dur:{run-d}:call:call_1", "tool_call_id") == b"call_1"
+    with _paused(_pid(replica)):
+        started = time.monotonic()
+        second = _call(boundary, context, "call_2")
+        waited = time.monotonic() - started
+    assert second.code is ErrorCode.DURABILITY_NOT_REACHED
+    assert waited >= 1.0
+    assert executor.runs == {"call_1": 1}
+    record = store.get("run-d", "call_2")
+    assert record is not None
+    assert record.status is InvocationStatus.ERROR
+    assert record.error_code is ErrorCode.DURABILITY_NOT_REACHED
+    again = _call(boundary, context, "call_2")  # the key's fate is recorded: a duplicate, never a run
+    assert again.code is ErrorCode.DUPLICATE_TOOL_CALL
+    assert executor.runs == {"call_1": 1}
+    store.close()
+
+
+def test_more_replicas_than_exist_is_never_reached(
+    primary_and_replica: tuple[str, str], clock: FakeClock
+) -> None:
+    """CIS-DUR-2: asking for two replicas of a server with one: the run open is DURABILITY_NOT_REACHED;
+    without the mode (Durability(), the default) nothing is awaited."""
+    primary, _ = primary_and_replica
+    store = RedisStore.from_url(
+        primary, prefix="dur2", clock=clock, durability=Durability(replicas=2, timeout_ms=50)
+    )
+    opened = store.open_run(RUN, deadline_ms=clock() + 1000, ttl_ms=1000, tool_call_budget=1, byte_budget=100)
+    assert opened is ErrorCode.DURABILITY_NOT_REACHED
+    store.close()
+    plain = RedisStore.from_url(primary, prefix="dur3", clock=clock, durability=Durability())
+    assert isinstance(open_default_run(plain, clock()), RunState)
+    assert isinstance(plain.create(request(clock()), LIMITS), Admission)
+    plain.close()
+
+
+def test_durability_values_are_checked() -> None:
+    """CIS-DUR-2: counts are non-negative ints, a waiting mode needs a positive timeout, aof is a bool."""
+    assert not Durability().waits
+    assert Durability(replicas=1).command() == ("WAIT", "1", "1000")
+    assert Durability(aof=True).command() == ("WAITAOF", "1", "0", "1000")
+    assert Durability(replicas=1).reached(1)
+    assert not Durability(replicas=2).reached(1)
+    assert Durability(aof=True, replicas=1).reached([1, 1])
+    assert not Durability(aof=True, replicas=1).reached([0, 1])
+    assert not Durability(aof=True).reached(b"junk")
+    for bad in ({"replicas": -1}, {"timeout_ms": -5}, {"replicas": 1, "timeout_ms": 0}):
+        with pytest.raises(ValueError):
+            Durability(**bad)
+    with pytest.raises(TypeError):
+        Durability(aof=1)  # type: ignore[arg-type]
+
+
+def _has_waitaof(url: str) -> bool:
+    with redis.Redis.from_url(url) as client:
+        return client.execute_command(b"COMMAND", b"INFO", b"WAITAOF")[0] is not None
+
+
+def test_an_aof_mode_needs_waitaof_and_appendonly(clock: FakeClock) -> None:
+    """CIS-DUR-2: Durability(aof=True) is refused on first use where the server lacks WAITAOF (Redis
+    < 7.2) or runs without appendonly; where it has both, a create waits for the local fsync."""
+    with redis_server() as url:
+        store = RedisStore.from_url(url, clock=clock, durability=Durability(aof=True, timeout_ms=500))
+        with pytest.raises(UnsafeServerError) as caught:
+            open_default_run(store, clock())
+        assert ("WAITAOF" in str(caught.value)) is not _has_waitaof(url)
+        assert "appendonly" in str(caught.value) or "WAITAOF" in str(caught.value)
+        store.close()
+    with redis_server(extra_args=["--appendonly", "yes", "--appendfsync", "always"]) as url:
+        store = RedisStore.from_url(url, clock=clock, durability=Durability(aof=True, timeout_ms=500))
+        if _has_waitaof(url):
+            assert isinstance(open_default_run(store, clock()), RunState)
+            assert isinstance(store.create(request(clock()), LIMITS), Admission)
+        else:
+            with pytest.raises(UnsafeServerError) as caught:
+                open_default_run(store, clock())
+            assert "WAITAOF" in str(caught.value)
+        store.close()
+
+
+def test_an_asyncio_cluster_client_refuses_a_waiting_mode() -> None:
+    """CIS-DUR-2: WAIT must follow the create on its connection, which redis.asyncio's cluster
+    client cannot pipeline: AsyncRedisStore refuses a waiting mode on it at construction."""
+    client = AsyncRedisCluster(host="127.0.0.1", port=1)
+    with pytest.raises(ValueError, match="durability mode"):
+        AsyncRedisStore(client, durability=Durability(replicas=1))
+    assert AsyncRedisStore(client, durability=Durability()).prefix == "cis"
+
+
+def test_the_async_store_waits_too(primary_and_replica: tuple[str, str], clock: FakeClock) -> None:
+    """CIS-DUR-2, CIS-DUR-10: AsyncRedisStore pipelines the same WAIT: a create reaches the replica,
+    and with the replica paused it is DURABILITY_NOT_REACHED and its record ERROR with that code."""
+    primary, replica = primary_and_replica
+
+    async def scenario() -> tuple[object, object, object]:
+        store = AsyncRedisStore.from_url(
+            primary, prefix="adur", clock=clock, durability=Durability(replicas=1, timeout_ms=1000)
+        )
+        try:
+            opened = await store.open_run(
+                RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
+            )
+            assert isinstance(opened, RunState)
+            first = await store.create(request(clock(), "call_1"), LIMITS)
+            with _paused(_pid(replica)):
+                second = await store.create(request(clock(), "call_2"), LIMITS)
+            return first, second, await store.get(RUN, "call_2")
+        finally:
+            await store.close()
+
+    first, second, stored = asyncio.run(scenario())
+    assert isinstance(first, Admission)
+    assert second is ErrorCode.DURABILITY_NOT_REACHED
+    assert stored is not None
+    assert getattr(stored, "error_code", None) is ErrorCode.DURABILITY_NOT_REACHED
