@@ -260,3 +260,20 @@ def test_get_many_without_raw() -> None:
     b.call(2, "get_many", {"call_1": evolve(done, raw_response=None), "call_2": None}, **args)
     b.call(2, "completed", ("call_1",), run_id="run-1")
     assert b.check().violation is None
+
+
+def test_a_create_answered_as_its_own_retry_is_linearizable() -> None:
+    """CIS-HIST-2, CIS-RETRY-2: one create whose first attempt admitted and whose client retry
+    answered ``replayed`` (redis-py retried after a timeout) is the kernel's answer to the create
+    applied twice; another token's replay is not."""
+    req = request("call_1", "t1")
+    adm = admitted(opened(), req)
+    replay = admitted(adm.run, req, existing=adm.record)
+    b = _opened_builder()
+    b.call(1, "create", replay, **create_args(req))
+    b.call(2, "get", adm.record, run_id="run-1", tool_call_id="call_1")
+    assert b.check().violation is None
+    forged = admitted(adm.run, request("call_1", "t1"), existing=evolve(adm.record, invocation_token="t1"))
+    b = _opened_builder()
+    b.call(1, "create", evolve(forged, run=opened()), **create_args(req))  # replayed against nothing
+    assert b.check().violation is not None
