@@ -1,6 +1,6 @@
 """The kernel's small scope, explored exhaustively (issue 14, point 3).
 
-The CI size (depth 7) takes about a minute on one core of a loaded machine;
+The CI size (depth 8, 310,495 states) takes 40-60 s on one core of a loaded machine;
 ``INVOCATION_STORE_MODEL_CHECK=large`` runs the larger scope instead.
 """
 
