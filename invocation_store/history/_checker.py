@@ -32,6 +32,7 @@ each order of the remaining operations the report says where the kernel disagree
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
@@ -247,12 +248,14 @@ class Violation:
             f"    {op.describe()}, lines {op.invoke_line}-{op.complete_line}: observed {_summary(op.result)}"
             for op in self.window
         )
-        out.append(f"  orders tried ({self.orders_total}, other operations placed wherever they fit):")
+        attempted = min(self.orders_total, _MAX_ORDERS)
+        count = str(attempted) if attempted == self.orders_total else f"{attempted} of {self.orders_total}"
+        out.append(f"  orders tried ({count}, other operations placed wherever they fit):")
         for tried in self.orders:
             sequence = ", ".join(f"op {op_id}" for op_id in tried.op_ids)
             out.append(f"    {sequence}: {tried.reason}")
-        if self.orders_total > len(self.orders):
-            out.append(f"    ... {self.orders_total - len(self.orders)} more")
+        if attempted > len(self.orders):
+            out.append(f"    ... {attempted - len(self.orders)} more tried, not shown")
         return "\n".join(out)
 
     def as_json(self) -> dict[str, Any]:
@@ -384,12 +387,9 @@ def _explain(run_id: str, ops: Sequence[HistoryOp]) -> Violation:
     frozen_optional = frozenset(optional)
     window = [i for i, op in enumerate(prefix) if op.outcome is Outcome.OK and i not in optional]
     orders: list[OrderTried] = []
-    total = 0
+    total = math.factorial(len(window))
     rules: list[str] = []
-    for permutation in itertools.permutations(window):
-        total += 1
-        if total > _MAX_ORDERS:
-            continue
+    for permutation in itertools.islice(itertools.permutations(window), _MAX_ORDERS):
         tried = _try_order(prefix, frozen_optional, permutation)
         if tried.failed_op is not None:
             failed = next(op for op in prefix if op.op_id == tried.failed_op)
