@@ -279,6 +279,8 @@ def _step(scope: Scope, state: State, event: Event) -> State | None:  # noqa: PL
         raise _InvariantError(
             "invariant 1", f"an event moved a {current.status.value} record to {after.status.value}"
         )
+    if kind == "raw" and current.raw_response is not None:
+        raise _InvariantError("invariant 5", "a second executor outcome was accepted for one invocation")
     return (clock, runs, records, _replace(workers, key, (created, after)), done)
 
 

@@ -105,6 +105,19 @@ def test_planted_ttl_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     assert found.events == (("open", 0, 1), ("admit", 0, 0), ("raw", 0, 0, 0))
 
 
+def test_planted_second_execution_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CIS-HIST-4, CIS-BND-6: a table that accepts a second raw response for one invocation (the
+    executor run twice) breaks invariant 5."""
+    table = dict(kernel.TRANSITIONS)
+    awaiting = kernel.Phase.AWAITING_PROJECTION
+    table[(awaiting, kernel.RawReceived)] = frozenset({awaiting})
+    monkeypatch.setattr("invocation_store.kernel._state.TRANSITIONS", table)
+    found = model_check(SMALL).counterexample
+    assert found is not None
+    assert found.invariant == "invariant 5"
+    assert [event[0] for event in found.events] == ["open", "admit", "raw", "raw"]
+
+
 def test_a_kernel_that_raises_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-4, CIS-KERN-2: outcomes are values; a kernel raising on a reachable event is reported."""
     original = kernel.cancel_run
