@@ -21,7 +21,7 @@ import pytest
 
 from invocation_store.adapters import MemoryStore, RedisStore
 from invocation_store.cli import main
-from invocation_store.history import HistoryReport, check_history_lines
+from invocation_store.history import HistoryReport, check_history_lines, decode_history
 from invocation_store.testing._jepsen import (
     CLOCK_MS,
     FAULTS,
@@ -126,3 +126,6 @@ def test_redis_history_under_faults_is_linearizable(
     if "restart" in faults:
         assert aof_server.restarts > restarts
     assert report.operations > (REDIS.threads + REDIS.processes) * REDIS.steps
+    with path.open("rb") as stream:  # every thread and every process wrote into the one history
+        processes = {op.process for op in decode_history(stream).ops}
+    assert processes >= set(range(REDIS.threads + REDIS.processes))
