@@ -13,7 +13,8 @@ Faults (Redis only, and only on a server the caller started, see
 :class:`AofRedisServer`) run in a thread beside the workers: ``SCRIPT FLUSH``
 (scripts must be reloaded: NOSCRIPT), ``DEBUG SLEEP`` (the server stalls past the
 clients' socket timeout: redis-py retries, a write may land twice), ``CLIENT
-KILL`` (connections dropped mid-command) and a ``restart`` (the server killed with
+KILL`` (connections dropped mid-command: writes are held by ``CLIENT PAUSE ...
+WRITE`` while the workers' connections are killed) and a ``restart`` (the server killed with
 SIGKILL and started again from its append-only file, ``appendfsync always``).
 Operations a fault interrupts end as unknown outcomes in the history.
 
@@ -185,10 +186,16 @@ def _inject(
                         client.script_flush()
                     elif fault == "debug-sleep":
                         command("DEBUG", "SLEEP", "0.4")
-                    else:  # every worker connection, not the other injectors'
+                    else:
+                        # Hold writes for a moment so that workers' scripts are sent but not
+                        # run, then drop every worker connection (not the other injectors'):
+                        # a connection killed mid-command, its reply never coming.
+                        command("CLIENT", "PAUSE", "200", "WRITE")
+                        time.sleep(0.02)
                         for entry in client.client_list(_type="normal"):
                             if entry.get("name") != _FAULT_CLIENT:
                                 counts["clients-killed"] += int(command("CLIENT", "KILL", "ID", entry["id"]))
+                        command("CLIENT", "UNPAUSE")
                     counts[fault] += 1
             finally:
                 client.close()
