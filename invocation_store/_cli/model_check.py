@@ -30,7 +30,7 @@ exit status:
   2  bad options
 
 examples:
-  invocation-store model-check                 # the CI size (depth 7)
+  invocation-store model-check                 # the CI size (depth 8)
   invocation-store model-check --large         # depth 9, two clock steps
   invocation-store model-check --depth 8 --json
 """

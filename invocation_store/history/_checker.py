@@ -32,6 +32,7 @@ each order of the remaining operations the report says where the kernel disagree
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
@@ -41,7 +42,7 @@ from attrs import frozen
 from ..codec import unstructure
 from ..kernel import Admission, CanonicalRecord, ErrorCode, RunState
 from ._format import History, HistoryOp, Outcome, decode_history
-from ._spec import EMPTY, RunModel, apply, rule_of
+from ._spec import EMPTY, RunModel, apply, own_retry, rule_of
 
 __all__ = [
     "HistoryReport",
@@ -59,7 +60,8 @@ _MAX_RELAX_CHECKS: Final = 400
 _MAX_ORDERS: Final = 720
 _SHOWN_ORDERS: Final = 24
 
-Reject = Callable[[int, int, Any], None]
+Reject = Callable[[tuple[int, int], int, Any], None]
+_READS: Final = frozenset({"get", "get_many", "get_run", "completed", "calls"})
 
 
 def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a call per step
@@ -72,14 +74,22 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
     """WGL search with memoisation over ``ops`` (one run's operations, any order).
 
     ``optional``: indices (into ``ops``) treated as unknown outcomes. ``order``:
-    indices that must take effect in this order (others are free); ``on_reject(pos,
-    i, expected)`` is told each time op ``i`` could not be placed as the ``pos``-th
-    of ``order`` (or, with no order, at depth ``pos``) because the kernel expected
-    another result.
+    indices that must take effect in this order (others are free); ``on_reject((pos,
+    depth), i, expected)`` is told each time op ``i`` could not be placed as the
+    ``pos``-th of ``order`` with ``depth`` operations placed, because the kernel
+    expected another result.
+
+    Two refinements keep unknown outcomes cheap. An unknown operation is placed
+    only where it changes the state: placing it as a no-op is never needed, since
+    leaving it out keeps every option open. And at each step the operations with a
+    known result are tried before the unknown ones, so an unknown operation is
+    placed when something observed needs it, not speculatively.
     """
     events: list[tuple[int, int, int]] = []  # (line, 0 call / 1 return, op)
     known = 0
     for i, op in enumerate(ops):
+        if op.outcome is not Outcome.OK and op.name in _READS:
+            continue  # an unknown read constrains nothing and changes nothing
         events.append((op.invoke_line, 0, i))
         if op.outcome is Outcome.OK and i not in optional:
             events.append((op.complete_line or 0, 1, i))
@@ -102,65 +112,89 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
     rank = {i: n for n, i in enumerate(order)}
     checked = [op.outcome is Outcome.OK and i not in optional for i, op in enumerate(ops)]
 
-    def unlink(e: int) -> None:
-        nxt[prv[e]] = nxt[e]
-        if nxt[e] != -1:
-            prv[nxt[e]] = prv[e]
+    def candidates(position: int) -> list[int] | None:
+        """Call entries placeable now, known results first; None when no completion is left."""
+        first: list[int] = []
+        later: list[int] = []
+        entry = nxt[head]
+        while entry != -1 and not is_return[entry]:
+            i = op_of[entry]
+            if i not in rank or rank[i] == position:
+                (first if checked[i] else later).append(entry)
+            entry = nxt[entry]
+        if entry == -1:
+            return None
+        return first + later
 
-    def relink(e: int) -> None:
-        nxt[prv[e]] = e
-        if nxt[e] != -1:
-            prv[nxt[e]] = e
-
+    cache: set[tuple[int, RunModel]] = set()
     state: RunModel = EMPTY
     placed = 0
-    placed_count = 0
+    depth = 0
     position = 0
-    cache: set[tuple[int, RunModel]] = set()
-    stack: list[tuple[int, RunModel]] = []
-    entry = nxt[head]
-    while entry != -1:
-        if is_return[entry]:
-            if not stack:
-                return False
-            entry, state = stack.pop()
-            i = op_of[entry]
-            placed &= ~(1 << i)
-            placed_count -= 1
-            if i in rank:
-                position -= 1
-            if match[entry] != -1:
-                relink(match[entry])
-            relink(entry)
-            entry = nxt[entry]
+    start = candidates(0)
+    if start is None:
+        return True
+    # Frames: (candidate entries, next index, the entry placed to get here, the state before it).
+    frames: list[tuple[list[int], int, int, RunModel]] = [(start, 0, -1, EMPTY)]
+    while frames:
+        entries, index, placed_entry, before = frames[-1]
+        if index == len(entries):
+            frames.pop()
+            if placed_entry != -1:  # undo the placement that led here
+                i = op_of[placed_entry]
+                state = before
+                placed &= ~(1 << i)
+                depth -= 1
+                if i in rank:
+                    position -= 1
+                if match[placed_entry] != -1:
+                    relink(nxt, prv, match[placed_entry])
+                relink(nxt, prv, placed_entry)
             continue
+        frames[-1] = (entries, index + 1, placed_entry, before)
+        entry = entries[index]
         i = op_of[entry]
-        if i in rank and rank[i] != position:
-            entry = nxt[entry]
-            continue
         op = ops[i]
         result, after = apply(state, op)
-        if checked[i] and result != op.result:
-            if on_reject is not None:
-                on_reject(position if order else placed_count, i, result)
-            entry = nxt[entry]
-            continue
+        if checked[i]:
+            if result != op.result and not own_retry(op, result, after):
+                if on_reject is not None:
+                    on_reject((position, depth), i, result)
+                continue
+        elif after == state:
+            continue  # an unknown outcome placed as a no-op: leaving it out dominates
         key = (placed | (1 << i), after)
         if key in cache:
-            entry = nxt[entry]
             continue
         cache.add(key)
-        stack.append((entry, state))
+        unlink(nxt, prv, entry)
+        if match[entry] != -1:
+            unlink(nxt, prv, match[entry])
+        frame_before = state
         state = after
         placed |= 1 << i
-        placed_count += 1
+        depth += 1
         if i in rank:
             position += 1
-        unlink(entry)
-        if match[entry] != -1:
-            unlink(match[entry])
-        entry = nxt[head]
-    return True
+        following = candidates(position)
+        if following is None:
+            return True
+        frames.append((following, 0, entry, frame_before))
+    return False
+
+
+def unlink(nxt: list[int], prv: list[int], e: int) -> None:
+    """Take entry ``e`` out of the doubly linked list (its own links are kept for :func:`relink`)."""
+    nxt[prv[e]] = nxt[e]
+    if nxt[e] != -1:
+        prv[nxt[e]] = prv[e]
+
+
+def relink(nxt: list[int], prv: list[int], e: int) -> None:
+    """Put entry ``e`` back where :func:`unlink` took it from (undo in reverse order)."""
+    nxt[prv[e]] = e
+    if nxt[e] != -1:
+        prv[nxt[e]] = e
 
 
 def is_linearizable(ops: Sequence[HistoryOp]) -> bool:
@@ -214,12 +248,14 @@ class Violation:
             f"    {op.describe()}, lines {op.invoke_line}-{op.complete_line}: observed {_summary(op.result)}"
             for op in self.window
         )
-        out.append(f"  orders tried ({self.orders_total}, other operations placed wherever they fit):")
+        attempted = min(self.orders_total, _MAX_ORDERS)
+        count = str(attempted) if attempted == self.orders_total else f"{attempted} of {self.orders_total}"
+        out.append(f"  orders tried ({count}, other operations placed wherever they fit):")
         for tried in self.orders:
             sequence = ", ".join(f"op {op_id}" for op_id in tried.op_ids)
             out.append(f"    {sequence}: {tried.reason}")
-        if self.orders_total > len(self.orders):
-            out.append(f"    ... {self.orders_total - len(self.orders)} more")
+        if attempted > len(self.orders):
+            out.append(f"    ... {attempted - len(self.orders)} more tried, not shown")
         return "\n".join(out)
 
     def as_json(self) -> dict[str, Any]:
@@ -351,12 +387,9 @@ def _explain(run_id: str, ops: Sequence[HistoryOp]) -> Violation:
     frozen_optional = frozenset(optional)
     window = [i for i, op in enumerate(prefix) if op.outcome is Outcome.OK and i not in optional]
     orders: list[OrderTried] = []
-    total = 0
+    total = math.factorial(len(window))
     rules: list[str] = []
-    for permutation in itertools.permutations(window):
-        total += 1
-        if total > _MAX_ORDERS:
-            continue
+    for permutation in itertools.islice(itertools.permutations(window), _MAX_ORDERS):
         tried = _try_order(prefix, frozen_optional, permutation)
         if tried.failed_op is not None:
             failed = next(op for op in prefix if op.op_id == tried.failed_op)
@@ -389,14 +422,14 @@ def _try_order(prefix: Sequence[HistoryOp], optional: frozenset[int], permutatio
         if earlier.complete_line is not None and earlier.complete_line < later.invoke_line:
             reason = f"impossible: op {earlier.op_id} returned before op {later.op_id} was invoked"
             return _Tried(OrderTried(op_ids=ids, failed_op=None, expected=None, reason=reason), None, None)
-    deepest: dict[str, Any] = {"pos": -1}
+    deepest: dict[str, Any] = {"pos": (-1, -1)}
 
-    def reject(pos: int, i: int, expected: Any) -> None:
-        if pos > deepest["pos"]:
+    def reject(pos: tuple[int, int], i: int, expected: Any) -> None:
+        if pos > deepest["pos"]:  # the furthest into the order, then with the most placed
             deepest.update(pos=pos, op=i, expected=expected)
 
     _search(prefix, optional=optional, order=permutation, on_reject=reject)
-    if deepest["pos"] < 0:
+    if deepest["pos"][0] < 0:
         reason = "no placement of the other operations lets this order happen"
         return _Tried(OrderTried(op_ids=ids, failed_op=None, expected=None, reason=reason), None, None)
     op = prefix[deepest["op"]]

@@ -39,7 +39,7 @@ from ..kernel import (
 )
 from ._format import HistoryOp
 
-__all__ = ["EMPTY", "RunModel", "apply", "rule_of"]
+__all__ = ["EMPTY", "RunModel", "apply", "own_retry", "rule_of"]
 
 #: ``(run, records, done, calls)`` of one run.
 RunModel: TypeAlias = tuple[
@@ -139,6 +139,24 @@ def apply(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
             return ended, state
         return ended, (ended, records, done, calls)
     raise ValueError(f"unknown history operation {name!r}")
+
+
+def own_retry(op: HistoryOp, expected: Any, after: RunModel) -> bool:
+    """True if ``op`` is a create answered as the replay of its own earlier attempt (CIS-RETRY-2).
+
+    A store client retries a command whose reply was lost (redis-py does after a
+    timeout or a dropped connection), so one create can reach the store twice: the
+    first attempt admits, the retry finds that record under the same token and
+    answers ``replayed``. That answer is the kernel's for the create applied twice,
+    and the state is the same as after one application.
+    """
+    observed = op.result
+    if not (isinstance(expected, Admission) and isinstance(observed, Admission)):
+        return False
+    if expected.replayed or not observed.replayed:
+        return False
+    again, _same = apply(after, op)
+    return bool(again == observed)
 
 
 _CREATE_RULES: Final = {

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from attrs import evolve
 
+from invocation_store.history import _checker
 from invocation_store.kernel import (
     CanonicalRecord,
     ErrorCode,
@@ -260,3 +262,38 @@ def test_get_many_without_raw() -> None:
     b.call(2, "get_many", {"call_1": evolve(done, raw_response=None), "call_2": None}, **args)
     b.call(2, "completed", ("call_1",), run_id="run-1")
     assert b.check().violation is None
+
+
+def test_a_create_answered_as_its_own_retry_is_linearizable() -> None:
+    """CIS-HIST-2, CIS-RETRY-2: one create whose first attempt admitted and whose client retry
+    answered ``replayed`` (redis-py retried after a timeout) is the kernel's answer to the create
+    applied twice; another token's replay is not."""
+    req = request("call_1", "t1")
+    adm = admitted(opened(), req)
+    replay = admitted(adm.run, req, existing=adm.record)
+    b = _opened_builder()
+    b.call(1, "create", replay, **create_args(req))
+    b.call(2, "get", adm.record, run_id="run-1", tool_call_id="call_1")
+    assert b.check().violation is None
+    forged = admitted(adm.run, request("call_1", "t1"), existing=evolve(adm.record, invocation_token="t1"))
+    b = _opened_builder()
+    b.call(1, "create", evolve(forged, run=opened()), **create_args(req))  # replayed against nothing
+    assert b.check().violation is not None
+
+
+def test_orders_tried_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CIS-HIST-2: eight concurrent creates of one key all admitted shrink to a window of two (any
+    two contradict the kernel); past the bound on orders tried, the report says how many of all."""
+    b = _opened_builder(budget=10)
+    requests = [request("call_1", f"t{n}") for n in range(8)]
+    ids = [b.invoke(n + 1, "create", **create_args(req)) for n, req in enumerate(requests)]
+    for op_id, req in zip(ids, requests, strict=True):
+        b.ok(op_id, admitted(opened(10), req))
+    violation = b.check().violation
+    assert violation is not None
+    assert (violation.rule, len(violation.window), violation.orders_total) == ("CIS-ID-5", 2, 2)
+    monkeypatch.setattr(_checker, "_MAX_ORDERS", 1)
+    violation = b.check().violation
+    assert violation is not None
+    assert len(violation.orders) == 1
+    assert "orders tried (1 of 2," in violation.render()

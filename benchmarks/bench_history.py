@@ -1,0 +1,123 @@
+"""Benchmark: `invocation-store check-history` on concurrent histories (issue 14, CIS-HIST-2).
+
+Records real concurrent histories of 1,000, 10,000 and 100,000 store operations
+(8 worker threads driving ToolBoundary calls against one MemoryStore, about 40
+operations per run, so many runs: ``invocation_store.testing._jepsen``), then checks
+each one in a fresh subprocess running the CLI's code path, and reports per size:
+
+- wall and CPU seconds of decoding + checking, operations per second;
+- peak memory: the subprocess's maximum resident set size (``ru_maxrss``) before the
+  check (after imports) and after it; the difference is what the check used (the
+  checker holds the decoded history in memory: it grows with the history).
+
+Run: ``.venv/bin/python benchmarks/bench_history.py [--ops 1000 10000 100000] [--repeat 1]``
+(``CIS_BENCH_QUICK=1``: 1,000 and 10,000). Prints ``FIGURE`` lines for
+``benchmarks/run_all.py``. Numbers are measured in this run; nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from invocation_store.adapters import MemoryStore
+from invocation_store.testing._jepsen import CLOCK_MS, Workload, run_workload
+
+CHILD = r"""
+import argparse, json, resource, sys, time
+from invocation_store._cli import check_history
+
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+args = argparse.Namespace(history=sys.argv[1], json=False, quiet=True)
+wall, cpu = time.perf_counter(), time.process_time()
+code = check_history.run(args)
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"exit": code, "wall": wall, "cpu": cpu, "rss_before_kb": before, "rss_after_kb": after}))
+"""
+
+_THREADS = 8
+_OPS_PER_STEP = 1.45  # store operations per boundary call, measured on this workload
+_OPS_PER_RUN = 40
+
+
+def _record(path: str, ops: int) -> tuple[int, int]:
+    """Record a history of about ``ops`` operations; returns (operations, runs)."""
+    runs = max(3, ops // _OPS_PER_RUN)
+    steps = max(1, round(ops / _THREADS / _OPS_PER_STEP))
+    store = MemoryStore(lambda: CLOCK_MS)
+    # Enough budget and ids per run that calls keep being admitted.
+    workload = Workload(threads=_THREADS, steps=steps, runs=runs, ids=8, budget=8)
+    run_workload(path, lambda _process: store, workload)
+    with open(path, "rb") as stream:
+        invokes = sum(1 for line in stream if line.startswith(b'{"type":"invoke"'))
+    return invokes, runs
+
+
+def _check(path: str) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, path], capture_output=True, text=True, check=True, timeout=3600
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    quick = os.environ.get("CIS_BENCH_QUICK") == "1"
+    parser.add_argument(
+        "--ops", type=int, nargs="+", default=[1_000, 10_000] if quick else [1_000, 10_000, 100_000]
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="checks per size; the fastest is reported")
+    args = parser.parse_args()
+    rows = []
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        for target in args.ops:
+            path = os.path.join(tmp, f"history-{target}.jsonl")
+            started = time.perf_counter()
+            ops, runs = _record(path, target)
+            recorded = time.perf_counter() - started
+            size = os.path.getsize(path)
+            best: dict[str, float] | None = None
+            for _ in range(args.repeat):
+                result = _check(path)
+                if result["exit"] != 0:
+                    print(f"check-history exited {result['exit']} on a MemoryStore history", file=sys.stderr)
+                    return 1
+                if best is None or result["wall"] < best["wall"]:
+                    best = result
+            assert best is not None
+            rows.append((ops, runs, size, recorded, best))
+            os.remove(path)
+    load_after = os.getloadavg()[0]
+    print(f"load average (1 min) before/after: {load_before:.2f} / {load_after:.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"{'operations':>10} {'runs':>6} {'MiB':>7} {'record s':>9} {'check s':>8} {'ops/s':>8} "
+        f"{'ops/cpu-s':>10} {'rss before':>11} {'rss after':>10} {'check used':>11}"
+    )
+    for ops, runs, size, recorded, best in rows:
+        used = best["rss_after_kb"] - best["rss_before_kb"]
+        print(
+            f"{ops:>10,} {runs:>6,} {size / 2**20:>7.1f} {recorded:>9.2f} {best['wall']:>8.2f} "
+            f"{ops / best['wall']:>8,.0f} {ops / best['cpu']:>10,.0f} "
+            f"{best['rss_before_kb'] / 1024:>7.1f} MiB {best['rss_after_kb'] / 1024:>6.1f} MiB "
+            f"{used / 1024:>7.1f} MiB"
+        )
+    for ops, runs, _size, _recorded, best in rows:
+        print(
+            f"FIGURE check-history {ops:,} operations over {runs:,} runs: {best['wall']:.2f} s wall, "
+            f"{ops / best['cpu']:,.0f} operations/CPU-s, peak RSS {best['rss_after_kb'] / 1024:.1f} MiB"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

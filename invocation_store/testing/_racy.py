@@ -1,0 +1,44 @@
+"""A planted race for the history checker: a create done as a read, then a write (CIS-HIST-3).
+
+:class:`RacyCreateStore` decides admission with the kernel on what it *read*, then
+writes what the kernel decided in a second step, outside the lock, as a store
+doing ``HGETALL`` then ``HSET`` instead of one script would. Each step alone is
+correct; two workers in the gap both admit the same key, or both spend the last
+unit of budget. Sequential tests cannot see it; ``check-history`` on a concurrent
+history must (``tests/history/test_jepsen.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..adapters import MemoryStore
+from ..kernel import Admission, AdmissionRequest, ErrorCode, Limits, admit
+
+__all__ = ["RacyCreateStore"]
+
+
+class RacyCreateStore(MemoryStore):
+    """A MemoryStore whose ``create`` reads, decides, sleeps ``gap_s`` seconds, then writes.
+
+    The gap stands for the network round trip between a read and a write.
+    """
+
+    def __init__(self, clock: Callable[[], int] | None = None, gap_s: float = 0.002) -> None:
+        super().__init__(clock)
+        self.gap_s = gap_s
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        """Read the run and the key, let the kernel decide, then write: two steps, not one."""
+        with self._lock:
+            run = self._run(request.run_id, request.now_ms)
+            existing = self._record(request.run_id, request.tool_call_id, request.now_ms)
+        result = admit(run, existing, request, limits)
+        if isinstance(result, Admission) and not result.replayed:
+            time.sleep(self.gap_s)
+            with self._lock:
+                self._runs[request.run_id] = result.run
+                self._records[(request.run_id, request.tool_call_id)] = result.record
+                self._calls.setdefault(request.run_id, []).append(request.tool_call_id)
+        return result
