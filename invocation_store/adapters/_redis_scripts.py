@@ -267,8 +267,10 @@ return 'OK ' .. table.concat(run, ' ')
 #   {"REPLAY", <"1" raw | "0">, <raw or "">, <record field/value pairs>} when the
 #   stored record is already terminal with after's status, error code and update
 #   time; "RESEND" when a kept raw response is missing or not of size raw_size, or
-#   a staged one is missing (the caller sends it in full); "ERR INVALID_TRANSITION"
-#   otherwise (absent, lapsed, another invocation, completed differently). Nothing
+#   a staged one is missing (the caller sends it in full); otherwise (absent, lapsed,
+#   another invocation, completed differently) "ERR INVALID_TRANSITION" when there is
+#   no record, else {"ERR INVALID_TRANSITION", <record field/value pairs>}: the client
+#   re-runs kernel ``decide_complete`` on the record the script refused against. Nothing
 #   is written but the WRITE, and KEYS[5] never survives the script.
 COMPLETE_SCRIPT: Final = """
 local now, status, code, updated, charge, done_id, raw_size, mask, evidence, b_created, b_expires, b_seq =
@@ -282,7 +284,11 @@ if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2]
     or s[5] ~= b_expires or s[9] ~= b_created or s[10] ~= b_seq
     or s[11] ~= ARGV[6] or s[12] ~= ARGV[7] then
   if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
-  return 'ERR INVALID_TRANSITION'
+  if not s[5] then return 'ERR INVALID_TRANSITION' end
+  local refused = {'ERR INVALID_TRANSITION'}
+  local record = redis.call('HGETALL', KEYS[1])
+  for i = 1, #record do refused[1 + i] = record[i] end
+  return refused
 end
 if s[1] == 'PROJECTING' then
   if raw_op == 'K' then
@@ -338,5 +344,8 @@ if s[1] == status and (s[3] or '') == code and s[4] == updated then
   for i = 1, #record do reply[3 + i] = record[i] end
   return reply
 end
-return 'ERR INVALID_TRANSITION'
+local refused = {'ERR INVALID_TRANSITION'}
+local record = redis.call('HGETALL', KEYS[1])
+for i = 1, #record do refused[1 + i] = record[i] end
+return refused
 """

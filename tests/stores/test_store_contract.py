@@ -782,6 +782,8 @@ _WRONG_REFUSALS = {
     "deadline-early": ("_create", "if now >= tonumber(run[6])", "if now + 1 >= tonumber(run[6])"),
     "retried-cancel": ("_end", "cur[2] ~= 'ACTIVE' and cur[2] ~= ARGV[2]", "cur[2] ~= 'ACTIVE'"),
     "reopen-counts": ("_open", "{1, 4, 5, 6, 7, 8}", "{1, 4, 5, 6, 7, 8, 9}"),
+    "write-refused": ("_complete", "if s[1] == 'PROJECTING' then", "if s[1] == 'PROJECTING' and false then"),
+    "replay-refused": ("_complete", "if s[1] == status and", "if s[1] ~= status and"),
 }
 
 
@@ -801,13 +803,19 @@ def test_a_refusal_the_kernel_would_not_make_is_caught(
     clock.now = run.deadline_ms - 1
     if fault == "retried-cancel":
         assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
-    if fault == "reopen-counts":
-        admitted(store, request(clock(), arguments=arguments))
+    record = None
+    if fault in ("reopen-counts", "write-refused", "replay-refused"):
+        record = admitted(store, request(clock(), arguments=arguments))
+    done = None if record is None else ready(record, clock())
+    if fault == "replay-refused":
+        assert store.complete(record, done) == done  # the write itself; its retry is refused
     operations: dict[str, Callable[[], object]] = {
         "retried-cancel": lambda: store.cancel_run(RUN),
         "reopen-counts": lambda: store.open_run(
             RUN, deadline_ms=run.deadline_ms, ttl_ms=TTL_MS, tool_call_budget=1, byte_budget=size
         ),
+        "write-refused": lambda: store.complete(record, done),  # type: ignore[arg-type]
+        "replay-refused": lambda: store.complete(record, done),  # type: ignore[arg-type]
     }
     operation = operations.get(fault, lambda: store.create(request(clock(), arguments=arguments), LIMITS))
     with pytest.raises(StoreUnavailableError) as caught:
