@@ -21,6 +21,7 @@ from invocation_store.kernel import (
     EvidenceStatus,
     InvocationStatus,
     Limits,
+    ObservedFact,
     Projection,
     ProjectionReceived,
     RawReceived,
@@ -28,6 +29,7 @@ from invocation_store.kernel import (
     RunStatus,
     admit,
     call_key,
+    project_progress,
     record_bytes,
     run_key,
     transition,
@@ -822,3 +824,46 @@ def test_a_refusal_the_kernel_would_not_make_is_caught(
         operation()
     assert caught.value.cause == "KernelDisagrees"
     assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
+
+
+def test_completion_order_is_kept_and_facts_follow_it(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-PROG-1, CIS-PROG-2, CIS-PROG-5: completed() lists calls in completion order, not admission order.
+
+    Four calls are admitted 1..4 and completed 3, 1, 4, 2 (each completion a concurrent
+    pair with a read, as threads or tasks); the kernel's progress over one batched read
+    gives the four facts, field by field, in that order.
+    """
+    store = make_driver(clock)
+    open_default_run(store, clock())
+    records = {
+        name: admitted(store, request(clock(), name, tool_name=f"tool_{name}"))
+        for name in ("a", "b", "c", "d")
+    }
+    order = ("c", "a", "d", "b")
+    finals = {}
+    for index, name in enumerate(order):
+        clock.advance(1)
+        evidence = EvidenceStatus.NO_EVIDENCE if index % 2 else EvidenceStatus.EVIDENCE_FOUND
+        finals[name] = ready(
+            records[name], clock(), content=f"content {name}", scope=f"scope {name}", evidence=evidence
+        )
+        written, _read = store.concurrently(
+            [lambda s, name=name: s.complete(records[name], finals[name]), lambda s: s.completed(RUN)]
+        )
+        assert written == finals[name]
+    assert store.completed(RUN) == order
+    batch = store.get_many(RUN, list(order), include_raw=False)
+    report = project_progress(RUN, list(order), batch, clock(), LIMITS)
+    assert report.facts == tuple(
+        ObservedFact(
+            tool_call_id=name,
+            tool_name=f"tool_{name}",
+            sequence=records[name].sequence,
+            evidence_status=finals[name].evidence_status,
+            negative=finals[name].evidence_status is EvidenceStatus.NO_EVIDENCE,
+            content=f"content {name}",
+            scope=f"scope {name}",
+        )
+        for name in order
+    )
+    assert [records[name].sequence for name in order] == [3, 1, 4, 2]
