@@ -14,6 +14,7 @@ import pytest
 from attrs import evolve
 
 from invocation_store.adapters import StoreUnavailableError
+from invocation_store.adapters._redis_core import STAGE_ABOVE_BYTES, STAGE_TTL_MS
 from invocation_store.kernel import (
     Admission,
     CanonicalRecord,
@@ -581,12 +582,13 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
         lambda: store.get_many(RUN, ["call_1"]),
         lambda: store.get_many(RUN, ["call_1"], include_raw=False),
     ]
-    for field, value in (
-        (b"run_id", b"run-2"),
-        (b"tool_call_id", b"call_2"),
-        (b"sequence", b"one"),
-        (b"status", b"DONE"),
-        (b"unexpected", b"x"),
+    for field, value, cause in (
+        (b"run_id", b"run-2", "IdentityMismatch"),
+        (b"tool_call_id", b"call_2", "IdentityMismatch"),
+        (b"sequence", b"one", "CorruptInteger"),
+        (b"status", b"DONE", "ValueError"),
+        (b"status", b"READY", "CorruptRecord"),  # READY without evidence: no transition makes it
+        (b"unexpected", b"x", "CorruptRecord"),
     ):
         client.delete(key)
         client.hset(key, mapping={**good, field: value})
@@ -596,6 +598,7 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
                 read()
             assert caught.value.code is ErrorCode.STORE_UNAVAILABLE, (field, store.flavour)
             assert caught.value.__cause__ is None
+            assert caught.value.cause == cause, (field, store.flavour)
     client.delete(key)
     client.hset(key, mapping={**good, b"run_id": b"run-2"})
     client.pexpire(key, 10_000)
@@ -867,3 +870,24 @@ def test_completion_order_is_kept_and_facts_follow_it(make_driver: MakeDriver, c
         for name in order
     )
     assert [records[name].sequence for name in order] == [3, 1, 4, 2]
+
+
+def test_a_failed_completion_leaves_no_key_without_a_ttl(
+    make_redis_driver: MakeDriver, clock: FakeClock
+) -> None:
+    """CIS-STORE-5, CIS-FAIL-5: a large raw response is staged with a TTL; a script that fails leaves
+    the staging key expiring, the record untouched (sync, async and cluster stores alike)."""
+    store = with_planted_script(
+        make_redis_driver(clock), "_complete", "now = tonumber(now)", "now = tonumber(now) error('planted')"
+    )
+    client = store.redis_client
+    assert client is not None
+    open_default_run(store, clock(), byte_budget=10_000_000)
+    record = admitted(store, request(clock(), "staged"))
+    big = "z" * (STAGE_ABOVE_BYTES + 1)
+    with pytest.raises(StoreUnavailableError):
+        store.complete(record, ready(record, clock(), raw=big))
+    staged = list(client.scan_iter(match=f"{store.prefix}:*:stage:*"))
+    assert len(staged) == 1
+    assert 0 < client.pttl(staged[0]) <= STAGE_TTL_MS
+    assert store.get(RUN, "staged") == record
