@@ -71,6 +71,32 @@ EQUIVALENT: dict[str, str] = {
     ),
 }
 
+#: Adapter mutants met in samples that change no observable behaviour, with the reason.
+#: (mutmut names methods ``x<sep><Class><sep><method>``; the separator is U+01C1.)
+_SEP = "\u01c1"
+EQUIVALENT.update(
+    {
+        "invocation_store.adapters._redis_core.x_check_prefix__mutmut_6": (
+            "the prefix is validated with another safe probe run id ('X' for 'x')"
+        ),
+        "invocation_store.adapters._redis_core.x_finish_end_run__mutmut_17": (
+            "END_RUN_SCRIPT refusals carry 0 or 10 run values: 2 or 12 items, never 3"
+        ),
+        f"invocation_store.adapters.redis.x{_SEP}RedisStore{_SEP}__init____mutmut_8": (
+            "the 'scripts loaded' flag starts as None instead of False: only its truth is read"
+        ),
+        f"invocation_store.adapters.redis.x{_SEP}RedisStore{_SEP}_send_complete__mutmut_1": (
+            "a CompleteCall's staged text and staging key are set together or not at all"
+        ),
+        f"invocation_store.adapters.redis.x{_SEP}AsyncRedisStore{_SEP}_send_complete__mutmut_22": (
+            "SET NX on a staging key named with a fresh random nonce: it never exists before"
+        ),
+        f"invocation_store.adapters.memory.x{_SEP}MemoryStore{_SEP}close_run__mutmut_2": (
+            "cancel=None instead of False: only its truth is read"
+        ),
+    }
+)
+
 #: The ``[tool.mutmut]`` table of the adapters run (written into the scratch copy).
 ADAPTERS_TABLE = """[tool.mutmut]
 source_paths = ["invocation_store/"]

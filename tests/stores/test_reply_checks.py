@@ -82,8 +82,10 @@ def test_create_refusals_are_re_decided_by_the_kernel(reply: str, agrees: bool) 
     if agrees:
         assert core.finish_create(plan, reply.encode()).value == reply.split(" ")[1]
     else:
-        with pytest.raises(core.CorruptReplyError):
+        with pytest.raises(core.CorruptReplyError) as caught:
             core.finish_create(plan, reply.encode())
+        known = reply.split(" ")[1] != "NO_SUCH_CODE"
+        assert caught.value.cause == ("KernelDisagrees" if known else "UnexpectedReply")
 
 
 def test_open_and_end_refusals_are_re_decided_by_the_kernel() -> None:
@@ -110,8 +112,9 @@ def test_open_and_end_refusals_are_re_decided_by_the_kernel() -> None:
         "ERR INVALID_TRANSITION " + " ".join(cancelled),  # a retried cancel repeats
         "ERR RUN_INACTIVE " + " ".join(same),  # a live run is not inactive
     ):
-        with pytest.raises(core.CorruptReplyError):
+        with pytest.raises(core.CorruptReplyError) as caught:
             end(wrong)
+        assert caught.value.cause == "KernelDisagrees"
 
 
 def test_a_version_with_non_ascii_bytes_is_read_leniently() -> None:
@@ -131,3 +134,14 @@ def test_the_plans_kernel_run_matches_open_run() -> None:
     )
     assert plan.fresh == fresh
     assert admit(fresh, None, request(NOW), Limits()) is not None
+
+
+def test_a_create_reply_with_a_foreign_run_status_is_corrupt() -> None:
+    """CIS-STORE-6: an admission reply whose run status is no RunStatus is CorruptRun, never decoded."""
+    tail = _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9)
+    with pytest.raises(core.CorruptReplyError) as caught:
+        core.finish_create(_plan(), ("OK " + tail.replace("ACTIVE", "PAUSED", 1)).encode())
+    assert caught.value.cause == "CorruptRun"
+    with pytest.raises(core.CorruptReplyError) as caught:
+        core.finish_create(_plan(), ("OK " + tail.replace(RUN, "run-2", 1)).encode())
+    assert caught.value.cause == "IdentityMismatch"

@@ -891,3 +891,13 @@ def test_a_failed_completion_leaves_no_key_without_a_ttl(
     assert len(staged) == 1
     assert 0 < client.pttl(staged[0]) <= STAGE_TTL_MS
     assert store.get(RUN, "staged") == record
+
+
+def test_the_run_key_expires_with_the_run(make_redis_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-3, CIS-TTL-1: the run's Redis key expires at deadline + ttl, never later (PTTL, real time)."""
+    store = make_redis_driver(clock)
+    client = store.redis_client
+    assert client is not None
+    run = open_default_run(store, clock(), ttl_ms=5_000, deadline_in_ms=1_000)
+    remaining = client.pttl(run_key(store.prefix, RUN))
+    assert 0 < remaining <= run.expires_at_ms - clock()
