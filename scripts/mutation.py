@@ -79,6 +79,10 @@ EQUIVALENT.update(
         "invocation_store.adapters._redis_core.x_check_prefix__mutmut_6": (
             "the prefix is validated with another safe probe run id ('X' for 'x')"
         ),
+        "invocation_store.adapters._redis_core.x_plan_open__mutmut_8": (
+            "deadline_ms left out of the 2**53 check: deadline + ttl is checked (ttl >= 1) and the "
+            "kernel refuses a negative deadline, so the same ValueError is raised"
+        ),
         "invocation_store.adapters._redis_core.x_finish_end_run__mutmut_17": (
             "END_RUN_SCRIPT refusals carry 0 or 10 run values: 2 or 12 items, never 3"
         ),

@@ -115,6 +115,10 @@ def test_open_and_end_refusals_are_re_decided_by_the_kernel() -> None:
         with pytest.raises(core.CorruptReplyError) as caught:
             end(wrong)
         assert caught.value.cause == "KernelDisagrees"
+    assert end("OK " + " ".join(same)).status.value == "CANCELLED"  # type: ignore[attr-defined]
+    with pytest.raises(core.CorruptReplyError) as caught:
+        end("OK " + " ".join(closed))  # a closed run cannot be cancelled: the script lied
+    assert caught.value.cause == "KernelDisagrees"
 
 
 def test_a_version_with_non_ascii_bytes_is_read_leniently() -> None:
