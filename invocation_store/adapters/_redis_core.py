@@ -781,12 +781,6 @@ def _split_reply(reply: object) -> tuple[str, str, Reply]:
     return tag, rest, items
 
 
-def _error_code(rest: str, items: Reply) -> ErrorCode:
-    if items:
-        raise CorruptReplyError("UnexpectedReply")
-    return ErrorCode(rest)
-
-
 #: Kernel ``admit`` codes decided before the duplicate check (CIS-PRE-8): a script that
 #: answers DUPLICATE_TOOL_CALL must have seen a run that passes them.
 _BEFORE_DUPLICATE: Final = frozenset(
@@ -870,6 +864,8 @@ class CompletePlan(NamedTuple):
     resend: CompleteCall
     before: CanonicalRecord
     after: CanonicalRecord
+    #: The store clock when the call was planned: the kernel re-decides a refusal at it.
+    now_ms: int = 0
 
 
 def plan_complete(
@@ -921,8 +917,25 @@ def plan_complete(
         # Unchanged raw response: keep it on the server, check its size there.
         header = f"{head} {size} {before_raw}K{after_raw} {tail}".encode()
         kept = CompleteCall((_FOUR, *sent, header, token, "", *texts), None, None)
-        return CompletePlan(kept, full, before, after)
-    return CompletePlan(full, full, before, after)
+        return CompletePlan(kept, full, before, after, now_ms)
+    return CompletePlan(full, full, before, after, now_ms)
+
+
+def _refused_complete(plan: CompletePlan, rest: str, items: Reply) -> ErrorCode:
+    """COMPLETE_SCRIPT's refusal, re-decided by kernel ``decide_complete`` on the record it saw.
+
+    ``items`` is ``()`` (no record) or the reply array: the tag, then the stored record's
+    field/value pairs. Raises :class:`CorruptReplyError` ("KernelDisagrees") when the
+    kernel, fed that record, would write or replay (CIS-STORE-8); a stored record that
+    is not well-formed or not of this key is corrupt as on any read (CIS-STORE-6).
+    """
+    if rest != ErrorCode.INVALID_TRANSITION.value:
+        raise CorruptReplyError("UnexpectedReply")
+    before = plan.before
+    stored = decode_record(items[1:], None, before.run_id, before.tool_call_id) if items else None
+    if decide_complete(stored, before, plan.after, plan.now_ms) is not ErrorCode.INVALID_TRANSITION:
+        raise CorruptReplyError("KernelDisagrees")
+    return ErrorCode.INVALID_TRANSITION
 
 
 def finish_complete(plan: CompletePlan, reply: object) -> CanonicalRecord | ErrorCode | None:
@@ -931,7 +944,7 @@ def finish_complete(plan: CompletePlan, reply: object) -> CanonicalRecord | Erro
         return plan.after
     tag, rest, items = _split_reply(reply)
     if tag == "ERR":
-        return _error_code(rest, items)
+        return _refused_complete(plan, rest, items)
     if tag == "RESEND" and not rest and not items:
         return None
     if tag != "REPLAY" or rest or not items:

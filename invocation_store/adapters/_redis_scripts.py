@@ -313,12 +313,14 @@ return 'OK ' .. table.concat(run, ' ')
 #   {"REPLAY", <"1" raw | "0">, <raw or "">, <record field/value pairs>} when the
 #   stored record is already terminal with after's status, error code and update
 #   time; "RESEND" when a kept raw response is missing or not of size raw_size, or
-#   a staged one is missing (the caller sends it in full); "ERR INVALID_TRANSITION"
-#   otherwise (absent, lapsed, another invocation, completed differently); "CORRUPT
-#   <why>" for a PROJECTING record without expiry or a live run without expiry
-#   (NoTTL), run counters that are not integers (BadInteger), a done key that is not a
-#   LIST (ForeignKey), all checked before the first write. Nothing is written but the
-#   WRITE, and KEYS[5] never survives the script.
+#   a staged one is missing (the caller sends it in full); otherwise (absent, lapsed,
+#   another invocation, completed differently) "ERR INVALID_TRANSITION" when there is
+#   no record, else {"ERR INVALID_TRANSITION", <record field/value pairs>}: the client
+#   re-runs kernel ``decide_complete`` on the record the script refused against;
+#   "CORRUPT <why>" for a PROJECTING record without expiry or a live run without
+#   expiry (NoTTL), run counters that are not integers (BadInteger), a done key that
+#   is not a LIST (ForeignKey), all checked before the first write. Nothing is written
+#   but the WRITE, and KEYS[5] never survives the script.
 COMPLETE_SCRIPT: Final = f"""{_IS_INT}
 local now, status, code, updated, charge, done_id, raw_size, mask, evidence, b_created, b_expires, b_seq =
   string.match(ARGV[1], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
@@ -331,7 +333,11 @@ if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2]
     or s[5] ~= b_expires or s[9] ~= b_created or s[10] ~= b_seq
     or s[11] ~= ARGV[6] or s[12] ~= ARGV[7] then
   if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
-  return 'ERR INVALID_TRANSITION'
+  if not s[5] then return 'ERR INVALID_TRANSITION' end
+  local refused = {{'ERR INVALID_TRANSITION'}}
+  local record = redis.call('HGETALL', KEYS[1])
+  for i = 1, #record do refused[1 + i] = record[i] end
+  return refused
 end
 if s[1] == 'PROJECTING' then
   -- Every check before the first write (HDEL/HSET below): nothing after them can fail.
@@ -404,7 +410,10 @@ if s[1] == status and (s[3] or '') == code and s[4] == updated then
   for i = 1, #record do reply[3 + i] = record[i] end
   return reply
 end
-return 'ERR INVALID_TRANSITION'
+local refused = {{'ERR INVALID_TRANSITION'}}
+local record = redis.call('HGETALL', KEYS[1])
+for i = 1, #record do refused[1 + i] = record[i] end
+return refused
 """
 
 # A read, mirroring no kernel function: the progress fields of several records of one

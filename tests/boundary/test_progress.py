@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
 from attrs import evolve
 
 from invocation_store import (
+    AsyncToolBoundary,
     CitationKind,
     ErrorCode,
     EvidenceStatus,
     ExclusionReason,
     InvocationStatus,
     Limits,
+    ObservedFact,
+    ProgressReport,
     Projection,
+    RunContext,
     StoreUnavailableError,
+    ToolRegistry,
 )
 from invocation_store.kernel import AdmissionRequest
+from invocation_store.kernel import project_progress as kernel_progress
 from invocation_store.testing import FakeClock
 
 from ._fakes import (
@@ -347,3 +355,158 @@ def test_sweep_counts_a_readmitted_id_once(store: Any, clock: FakeClock) -> None
     assert store.calls(RUN) == ("call_1", "call_1")
     assert boundary.sweep_stale(context, 100) == 1
     assert store.get(RUN, "call_1").error_code is ErrorCode.STALE_PROJECTION
+
+
+# ---------------------------------------------------------------------------
+# Completion order and fact content, threads (sync) and tasks (async)
+
+#: Four calls admitted in this order (sequence 1..4), on two tools.
+ORDERED_CALLS = (("c0", "search"), ("c1", "grep_logs"), ("c2", "search"), ("c3", "grep_logs"))
+#: The order in which their executors are released: the facts' order (CIS-PROG-2).
+COMPLETION_ORDER = ("c2", "c0", "c3", "c1")
+
+
+def _projection_of(tool_call_id: str) -> Projection:
+    """Odd calls found nothing (empty content, a scope); even ones found text (empty scope)."""
+    if int(tool_call_id[1]) % 2:
+        return Projection(
+            evidence_status=EvidenceStatus.NO_EVIDENCE, content="", scope=f"logs of {tool_call_id}"
+        )
+    return Projection(
+        evidence_status=EvidenceStatus.EVIDENCE_FOUND, content=f"found {tool_call_id}", scope=""
+    )
+
+
+def _expected_facts() -> tuple[ObservedFact, ...]:
+    """The facts the spec derives, field by field, independently of any store (CIS-PROG-2)."""
+    sequence = {tool_call_id: index for index, (tool_call_id, _) in enumerate(ORDERED_CALLS, start=1)}
+    tools = dict(ORDERED_CALLS)
+    facts = []
+    for tool_call_id in COMPLETION_ORDER:
+        projection = _projection_of(tool_call_id)
+        evidence = EvidenceStatus(projection.evidence_status)
+        facts.append(
+            ObservedFact(
+                tool_call_id=tool_call_id,
+                tool_name=tools[tool_call_id],
+                sequence=sequence[tool_call_id],
+                evidence_status=evidence,
+                negative=evidence is EvidenceStatus.NO_EVIDENCE,
+                content=projection.content,
+                scope=projection.scope,
+            )
+        )
+    return tuple(facts)
+
+
+def _check_report(report: ProgressReport, records: Any, now_ms: int, limits: Limits) -> None:
+    """The report equals the spec's facts and the kernel's projection of the stored records."""
+    assert report.facts == _expected_facts()
+    assert (dict(report.excluded), report.omitted) == ({}, 0)
+    assert report == kernel_progress(RUN, list(COMPLETION_ORDER), records, now_ms, limits)
+
+
+def test_facts_follow_completion_order_across_threads(store: Any, clock: FakeClock) -> None:
+    """CIS-PROG-2, CIS-PROG-1, CIS-BND-1: calls admitted 1..4 and completed 3, 1, 4, 2 in threads.
+
+    Each fact is compared in full (id, tool name, sequence, evidence, negativity,
+    content, scope) with what the spec derives and with kernel ``project_progress``.
+    """
+    entered = {tool_call_id: threading.Event() for tool_call_id, _ in ORDERED_CALLS}
+    gates = {tool_call_id: threading.Event() for tool_call_id, _ in ORDERED_CALLS}
+
+    def executor(args: Any) -> str:
+        entered[args["id"]].set()
+        assert gates[args["id"]].wait(10)
+        return f"raw {args['id']} {MARKER}"
+
+    def projector(_raw: str, args: Any) -> Projection:
+        return _projection_of(args["id"])
+
+    names = sorted({name for _, name in ORDERED_CALLS})
+    boundary = boundary_for(store, *(tool(executor, projector, name=name) for name in names))
+    context = open_run(boundary)
+    results: dict[str, Any] = {}
+    threads: dict[str, threading.Thread] = {}
+    for tool_call_id, name in ORDERED_CALLS:
+        call = envelope(tool_call_id, tool_name=name, arguments=f'{{"id": "{tool_call_id}"}}')
+        threads[tool_call_id] = threading.Thread(
+            target=lambda call=call, key=tool_call_id: results.__setitem__(
+                key, boundary.invoke(context, call)
+            )
+        )
+        threads[tool_call_id].start()
+        assert entered[tool_call_id].wait(10)  # admitted before the next one starts
+    for tool_call_id in COMPLETION_ORDER:
+        gates[tool_call_id].set()
+        threads[tool_call_id].join(10)
+        assert results[tool_call_id].ok, results[tool_call_id]
+    assert store.completed(RUN) == COMPLETION_ORDER
+    report = boundary.project_progress(context)
+    _check_report(report, store.get_many(RUN, list(COMPLETION_ORDER), include_raw=False), clock(), Limits())
+    assert MARKER not in repr(report)
+
+
+def test_facts_follow_completion_order_across_tasks(make_async_store: Any, clock: FakeClock) -> None:
+    """CIS-PROG-2, CIS-PROG-1, CIS-BND-1: the same four calls as asyncio tasks on the async boundary."""
+
+    async def main() -> None:
+        store = make_async_store(clock)
+        entered = {tool_call_id: asyncio.Event() for tool_call_id, _ in ORDERED_CALLS}
+        gates = {tool_call_id: asyncio.Event() for tool_call_id, _ in ORDERED_CALLS}
+
+        async def executor(args: Any) -> str:
+            entered[args["id"]].set()
+            await gates[args["id"]].wait()
+            return f"raw {args['id']}"
+
+        async def projector(_raw: str, args: Any) -> Projection:
+            await asyncio.sleep(0)
+            return _projection_of(args["id"])
+
+        names = sorted({name for _, name in ORDERED_CALLS})
+        registry = ToolRegistry([tool(executor, projector, name=name) for name in names])
+        try:
+            boundary = AsyncToolBoundary(store, registry, limits=Limits())
+            context = await boundary.open_run(
+                RUN, deadline_ms=clock() + 600_000, ttl_ms=3_600_000, tool_call_budget=10, byte_budget=1 << 20
+            )
+            assert isinstance(context, RunContext)
+            tasks = {}
+            for tool_call_id, name in ORDERED_CALLS:
+                call = envelope(tool_call_id, tool_name=name, arguments=f'{{"id": "{tool_call_id}"}}')
+                tasks[tool_call_id] = asyncio.create_task(boundary.invoke(context, call))
+                await asyncio.wait_for(entered[tool_call_id].wait(), 10)
+            for tool_call_id in COMPLETION_ORDER:
+                gates[tool_call_id].set()
+                result = await asyncio.wait_for(tasks[tool_call_id], 10)
+                assert result.ok, result
+            assert await store.completed(RUN) == COMPLETION_ORDER
+            report = await boundary.project_progress(context)
+            records = await store.get_many(RUN, list(COMPLETION_ORDER), include_raw=False)
+            _check_report(report, records, clock(), Limits())
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def test_the_fact_byte_cap_counts_the_scope(store: Any, clock: FakeClock) -> None:
+    """CIS-PROG-4: content and scope both count towards max_fact_bytes, at the cap and one byte under."""
+
+    def projector(_raw: str, args: Any) -> Projection:
+        return Projection(evidence_status=EvidenceStatus.NO_EVIDENCE, content="", scope="s" * int(args["n"]))
+
+    boundary = boundary_for(store, tool(FakeExecutor("raw"), projector))
+    context = open_run(boundary)
+    for index, size in enumerate((4, 5, 6)):
+        assert boundary.invoke(context, envelope(f"call_{index}", arguments=f'{{"n": {size}}}')).ok
+    exact = boundary_for(store, limits=Limits(max_fact_bytes=15)).project_progress(context)
+    assert [(fact.tool_call_id, fact.content, fact.scope) for fact in exact.facts] == [
+        ("call_0", "", "ssss"),
+        ("call_1", "", "sssss"),
+        ("call_2", "", "ssssss"),
+    ]
+    short = boundary_for(store, limits=Limits(max_fact_bytes=14)).project_progress(context)
+    assert [fact.tool_call_id for fact in short.facts] == ["call_0", "call_1"]
+    assert short.omitted == 1

@@ -6,6 +6,8 @@ analysis, see tests/README.md).
 
 from __future__ import annotations
 
+import inspect
+
 import attrs
 import pytest
 
@@ -138,3 +140,25 @@ def test_key_builders_refuse_unsafe_parts_with_a_plain_message(build: object, me
     """CIS-KEY-1, CIS-KEY-3: an unsafe id or prefix is a ValueError naming the part, never echoing it."""
     with pytest.raises(ValueError, match=message):
         build()  # type: ignore[operator]
+
+
+def test_preflight_without_a_token_never_replays() -> None:
+    """CIS-RETRY-2, CIS-ID-5: preflight's default token is the empty one, which replays nothing.
+
+    A call checked without its invocation token meets a live record of the same key as a
+    duplicate, whatever token that record carries.
+    """
+    assert inspect.signature(preflight).parameters["invocation_token"].default == ""
+    run = make_run()
+    for token in ("tok-1", "0f" * 16, "x"):
+        existing = begun(token=token)
+        code = preflight(
+            default_context(),
+            _envelope(),
+            default_policy(),
+            Limits(),
+            run=run,
+            existing=existing,
+            now_ms=T0 + 1,
+        )
+        assert code is ErrorCode.DUPLICATE_TOOL_CALL, token

@@ -191,3 +191,47 @@ def factory(cls: type[WrappedBoundary]) -> Callable[..., Any]:
         return cls(store, registry, limits, token_factory)
 
     return build
+
+
+class RefusingBoundary(WrappedBoundary):
+    """Refuses the call ``victim`` with ``code`` without running it, though the kernel admits it.
+
+    One plausible bug per code (a check that fires when it should not): breaks the
+    requirement the oracle ties to that code (``CODE_REQUIREMENTS``).
+    """
+
+    code: ErrorCode = ErrorCode.INVALID_TRANSITION
+
+    def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
+        if envelope.tool_call_id != "victim":
+            return self.inner.invoke(context, envelope)
+        return BoundaryResult(ok=False, tool_call_id="victim", code=self.code, message="refused")
+
+
+def refusing(code: ErrorCode) -> type[WrappedBoundary]:
+    """A :class:`RefusingBoundary` class refusing with ``code``."""
+    return type(f"Refusing{code.value.title().replace('_', '')}Boundary", (RefusingBoundary,), {"code": code})
+
+
+class EarlyExpiringStore(DelegatingStore):
+    """Drops a record once half its TTL has passed (a shortened expiry): breaks CIS-TTL-1.
+
+    Reads answer None although the record's expiry is still ahead, so the record
+    vanished before its time.
+    """
+
+    def _early(self, record: CanonicalRecord | None) -> CanonicalRecord | None:
+        if record is None:
+            return None
+        halfway = record.created_at_ms + (record.expires_at_ms - record.created_at_ms) // 2
+        return None if self.inner.now_ms() >= halfway else record
+
+    def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
+        return self._early(self.inner.get(run_id, tool_call_id))
+
+
+class RecordLimitIgnoringStore(MemoryStore):
+    """Admits with the default limits, ignoring the whole-record limit it is given: breaks CIS-SIZE-5."""
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        return super().create(request, Limits())

@@ -133,12 +133,13 @@ def recorder(
     clock: FakeClock,
     *,
     boundary_factory: BoundaryFactory | None = None,
+    limits: Limits = LIMITS,
 ) -> tuple[RecordingBoundary, Hooks, io.StringIO]:
-    """A recording boundary over ``store`` with the scenario's registry and limits."""
+    """A recording boundary over ``store`` with the scenario's registry and ``limits``."""
     hooks = Hooks(clock)
     sink = io.StringIO()
     boundary = RecordingBoundary(
-        sink, store, registry(hooks), limits=LIMITS, implementation="tests", boundary_factory=boundary_factory
+        sink, store, registry(hooks), limits=limits, implementation="tests", boundary_factory=boundary_factory
     )
     hooks.boundary = boundary
     return boundary, hooks, sink

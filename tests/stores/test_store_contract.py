@@ -14,6 +14,7 @@ import pytest
 from attrs import evolve
 
 from invocation_store.adapters import StoreUnavailableError
+from invocation_store.adapters._redis_core import STAGE_ABOVE_BYTES, STAGE_TTL_MS
 from invocation_store.kernel import (
     Admission,
     CanonicalRecord,
@@ -21,6 +22,7 @@ from invocation_store.kernel import (
     EvidenceStatus,
     InvocationStatus,
     Limits,
+    ObservedFact,
     Projection,
     ProjectionReceived,
     RawReceived,
@@ -28,6 +30,7 @@ from invocation_store.kernel import (
     RunStatus,
     admit,
     call_key,
+    project_progress,
     record_bytes,
     run_key,
     transition,
@@ -579,12 +582,13 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
         lambda: store.get_many(RUN, ["call_1"]),
         lambda: store.get_many(RUN, ["call_1"], include_raw=False),
     ]
-    for field, value in (
-        (b"run_id", b"run-2"),
-        (b"tool_call_id", b"call_2"),
-        (b"sequence", b"one"),
-        (b"status", b"DONE"),
-        (b"unexpected", b"x"),
+    for field, value, cause in (
+        (b"run_id", b"run-2", "IdentityMismatch"),
+        (b"tool_call_id", b"call_2", "IdentityMismatch"),
+        (b"sequence", b"one", "CorruptInteger"),
+        (b"status", b"DONE", "ValueError"),
+        (b"status", b"READY", "CorruptRecord"),  # READY without evidence: no transition makes it
+        (b"unexpected", b"x", "CorruptRecord"),
     ):
         client.delete(key)
         client.hset(key, mapping={**good, field: value})
@@ -594,6 +598,7 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
                 read()
             assert caught.value.code is ErrorCode.STORE_UNAVAILABLE, (field, store.flavour)
             assert caught.value.__cause__ is None
+            assert caught.value.cause == cause, (field, store.flavour)
     client.delete(key)
     client.hset(key, mapping={**good, b"run_id": b"run-2"})
     client.pexpire(key, 10_000)
@@ -782,6 +787,8 @@ _WRONG_REFUSALS = {
     "deadline-early": ("_create", "if now >= tonumber(run[6])", "if now + 1 >= tonumber(run[6])"),
     "retried-cancel": ("_end", "cur[2] ~= 'ACTIVE' and cur[2] ~= ARGV[2]", "cur[2] ~= 'ACTIVE'"),
     "reopen-counts": ("_open", "{1, 4, 5, 6, 7, 8}", "{1, 4, 5, 6, 7, 8, 9}"),
+    "write-refused": ("_complete", "if s[1] == 'PROJECTING' then", "if s[1] == 'PROJECTING' and false then"),
+    "replay-refused": ("_complete", "if s[1] == status and", "if s[1] ~= status and"),
 }
 
 
@@ -801,16 +808,96 @@ def test_a_refusal_the_kernel_would_not_make_is_caught(
     clock.now = run.deadline_ms - 1
     if fault == "retried-cancel":
         assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
-    if fault == "reopen-counts":
-        admitted(store, request(clock(), arguments=arguments))
+    record = None
+    if fault in ("reopen-counts", "write-refused", "replay-refused"):
+        record = admitted(store, request(clock(), arguments=arguments))
+    done = None if record is None else ready(record, clock())
+    if fault == "replay-refused":
+        assert store.complete(record, done) == done  # the write itself; its retry is refused
     operations: dict[str, Callable[[], object]] = {
         "retried-cancel": lambda: store.cancel_run(RUN),
         "reopen-counts": lambda: store.open_run(
             RUN, deadline_ms=run.deadline_ms, ttl_ms=TTL_MS, tool_call_budget=1, byte_budget=size
         ),
+        "write-refused": lambda: store.complete(record, done),  # type: ignore[arg-type]
+        "replay-refused": lambda: store.complete(record, done),  # type: ignore[arg-type]
     }
     operation = operations.get(fault, lambda: store.create(request(clock(), arguments=arguments), LIMITS))
     with pytest.raises(StoreUnavailableError) as caught:
         operation()
     assert caught.value.cause == "KernelDisagrees"
     assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
+
+
+def test_completion_order_is_kept_and_facts_follow_it(make_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-PROG-1, CIS-PROG-2, CIS-PROG-5: completed() lists calls in completion order, not admission order.
+
+    Four calls are admitted 1..4 and completed 3, 1, 4, 2 (each completion a concurrent
+    pair with a read, as threads or tasks); the kernel's progress over one batched read
+    gives the four facts, field by field, in that order.
+    """
+    store = make_driver(clock)
+    open_default_run(store, clock())
+    records = {
+        name: admitted(store, request(clock(), name, tool_name=f"tool_{name}"))
+        for name in ("a", "b", "c", "d")
+    }
+    order = ("c", "a", "d", "b")
+    finals = {}
+    for index, name in enumerate(order):
+        clock.advance(1)
+        evidence = EvidenceStatus.NO_EVIDENCE if index % 2 else EvidenceStatus.EVIDENCE_FOUND
+        finals[name] = ready(
+            records[name], clock(), content=f"content {name}", scope=f"scope {name}", evidence=evidence
+        )
+        written, _read = store.concurrently(
+            [lambda s, name=name: s.complete(records[name], finals[name]), lambda s: s.completed(RUN)]
+        )
+        assert written == finals[name]
+    assert store.completed(RUN) == order
+    batch = store.get_many(RUN, list(order), include_raw=False)
+    report = project_progress(RUN, list(order), batch, clock(), LIMITS)
+    assert report.facts == tuple(
+        ObservedFact(
+            tool_call_id=name,
+            tool_name=f"tool_{name}",
+            sequence=records[name].sequence,
+            evidence_status=finals[name].evidence_status,
+            negative=finals[name].evidence_status is EvidenceStatus.NO_EVIDENCE,
+            content=f"content {name}",
+            scope=f"scope {name}",
+        )
+        for name in order
+    )
+    assert [records[name].sequence for name in order] == [3, 1, 4, 2]
+
+
+def test_a_failed_completion_leaves_no_key_without_a_ttl(
+    make_redis_driver: MakeDriver, clock: FakeClock
+) -> None:
+    """CIS-STORE-5, CIS-FAIL-5: a large raw response is staged with a TTL; a script that fails leaves
+    the staging key expiring, the record untouched (sync, async and cluster stores alike)."""
+    store = with_planted_script(
+        make_redis_driver(clock), "_complete", "now = tonumber(now)", "now = tonumber(now) error('planted')"
+    )
+    client = store.redis_client
+    assert client is not None
+    open_default_run(store, clock(), byte_budget=10_000_000)
+    record = admitted(store, request(clock(), "staged"))
+    big = "z" * (STAGE_ABOVE_BYTES + 1)
+    with pytest.raises(StoreUnavailableError):
+        store.complete(record, ready(record, clock(), raw=big))
+    staged = list(client.scan_iter(match=f"{store.prefix}:*:stage:*"))
+    assert len(staged) == 1
+    assert 0 < client.pttl(staged[0]) <= STAGE_TTL_MS
+    assert store.get(RUN, "staged") == record
+
+
+def test_the_run_key_expires_with_the_run(make_redis_driver: MakeDriver, clock: FakeClock) -> None:
+    """CIS-RUN-3, CIS-TTL-1: the run's Redis key expires at deadline + ttl, never later (PTTL, real time)."""
+    store = make_redis_driver(clock)
+    client = store.redis_client
+    assert client is not None
+    run = open_default_run(store, clock(), ttl_ms=5_000, deadline_in_ms=1_000)
+    remaining = client.pttl(run_key(store.prefix, RUN))
+    assert 0 < remaining <= run.expires_at_ms - clock()

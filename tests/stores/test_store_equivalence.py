@@ -69,10 +69,12 @@ def _step(
     if op == 0:
         budget = rng.choice((2, 5))
         ttl = rng.choice((2_000, 4_000))
+        # 16 and 24 bytes are two and three 8-byte requests: admissions land on used == budget.
+        byte_budget = rng.choice((16, 24, 300))
 
         def calls(store: InvocationStore) -> object:
             return store.open_run(
-                run, deadline_ms=now + 8_000, ttl_ms=ttl, tool_call_budget=budget, byte_budget=300
+                run, deadline_ms=now + 8_000, ttl_ms=ttl, tool_call_budget=budget, byte_budget=byte_budget
             )
 
         name = "open_run"
@@ -126,6 +128,8 @@ def _step(
     result = results[0]
     if isinstance(result, Admission):
         seen.append(result.record)
+        if result.run.bytes_used == result.run.byte_budget and not result.replayed:
+            return f"{name}:admitted-at-byte-budget"
         return f"{name}:admitted"
     if isinstance(result, CanonicalRecord):
         seen.append(result)
@@ -137,7 +141,7 @@ def _step(
 def test_every_flavour_agrees_on_a_random_walk(
     make_every_driver: Callable[[FakeClock], list[StoreDriver]], clock: FakeClock, seed: int
 ) -> None:
-    """CIS-STORE-8, CIS-LIFE-4: 400 random operations give identical answers on every store flavour."""
+    """CIS-STORE-8, CIS-LIFE-4, CIS-RUN-6: 400 random operations give identical answers on every flavour."""
     rng = random.Random(seed)
     stores: list[InvocationStore] = list(make_every_driver(clock))
     seen: list[CanonicalRecord] = []
@@ -151,3 +155,6 @@ def test_every_flavour_agrees_on_a_random_walk(
         "complete:INVALID_TRANSITION",
     ):
         assert outcomes[outcome] >= 3, outcomes
+    # Both sides of the run byte budget: used + size == budget admitted, one byte more refused.
+    assert outcomes["create:admitted-at-byte-budget"] >= 1, outcomes
+    assert outcomes["create:RUN_BYTES_EXHAUSTED"] >= 1, outcomes

@@ -1,0 +1,151 @@
+"""The Redis adapter's reply checks, fed replies directly (no server): refusals included (CIS-STORE-8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from invocation_store.adapters import _redis_core as core
+from invocation_store.kernel import Limits, admit, open_run
+
+from ._support import RUN, request
+
+NOW = 1_700_000_000_000
+
+
+def _run_tail(*, used: int, used_bytes: int, budget: int, byte_budget: int, deadline: int) -> str:
+    """A CREATE_SCRIPT run tail (CREATE_RUN_ORDER) for an ACTIVE run opened at NOW."""
+    expires = deadline + 30_000
+    return f"ACTIVE {used} {used_bytes} {RUN} {NOW} {deadline} 30000 {expires} {budget} {byte_budget}"
+
+
+def _plan(arguments: str = '{"a": 1}') -> core.CreatePlan:
+    plan = core.plan_create("cis", request(NOW, arguments=arguments), Limits())
+    assert isinstance(plan, core.CreatePlan)
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("reply", "agrees"),
+    [
+        # used + size == byte budget: the kernel admits, so this refusal is a corrupt reply.
+        (
+            "ERR RUN_BYTES_EXHAUSTED "
+            + _run_tail(used=0, used_bytes=2, budget=5, byte_budget=10, deadline=NOW + 9),
+            False,
+        ),
+        (
+            "ERR RUN_BYTES_EXHAUSTED "
+            + _run_tail(used=0, used_bytes=3, budget=5, byte_budget=10, deadline=NOW + 9),
+            True,
+        ),
+        (
+            "ERR TOOL_BUDGET_EXHAUSTED "
+            + _run_tail(used=4, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9),
+            False,
+        ),
+        (
+            "ERR TOOL_BUDGET_EXHAUSTED "
+            + _run_tail(used=5, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9),
+            True,
+        ),
+        (
+            "ERR RUN_DEADLINE_EXCEEDED "
+            + _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 1),
+            False,
+        ),
+        (
+            "ERR RUN_DEADLINE_EXCEEDED "
+            + _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW),
+            True,
+        ),
+        (
+            "ERR DUPLICATE_TOOL_CALL "
+            + _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW),
+            False,
+        ),
+        (
+            "ERR DUPLICATE_TOOL_CALL "
+            + _run_tail(used=5, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9),
+            True,
+        ),
+        ("ERR RUN_INACTIVE", True),
+        ("ERR TOOL_BUDGET_EXHAUSTED", False),  # a refusal decided on a run must say which run
+        ("ERR NO_SUCH_CODE", False),
+    ],
+)
+def test_create_refusals_are_re_decided_by_the_kernel(reply: str, agrees: bool) -> None:
+    """CIS-STORE-8, CIS-RUN-5, CIS-RUN-6, CIS-RUN-4: a refusal stands only if kernel admit makes it too.
+
+    The request is 8 bytes; at ``used_bytes=2`` and a budget of 10 it fits exactly.
+    """
+    plan = _plan()
+    if agrees:
+        assert core.finish_create(plan, reply.encode()).value == reply.split(" ")[1]
+    else:
+        with pytest.raises(core.CorruptReplyError) as caught:
+            core.finish_create(plan, reply.encode())
+        known = reply.split(" ")[1] != "NO_SUCH_CODE"
+        assert caught.value.cause == ("KernelDisagrees" if known else "UnexpectedReply")
+
+
+def test_open_and_end_refusals_are_re_decided_by_the_kernel() -> None:
+    """CIS-STORE-8, CIS-RETRY-3, CIS-RUN-2: OPEN/END refusals carry the run the script saw."""
+    plan = core.plan_open("cis", RUN, NOW, deadline_ms=NOW + 10, ttl_ms=5, tool_call_budget=1, byte_budget=1)
+    assert isinstance(plan, core.OpenPlan)
+    same = plan.args[2:]  # the run values the script would compare: identical parameters
+    with pytest.raises(core.CorruptReplyError):
+        core.finish_open(plan, ("ERR INVALID_TRANSITION " + " ".join(same)).encode(), NOW)
+    other = (*same[:6], "2", *same[7:])  # another tool-call budget: refusing is right
+    assert core.finish_open(plan, ("ERR INVALID_TRANSITION " + " ".join(other)).encode(), NOW).value == (
+        "INVALID_TRANSITION"
+    )
+    closed = (same[0], "CLOSED", *same[2:])
+    cancelled = (same[0], "CANCELLED", *same[2:])
+
+    def end(reply: str) -> object:
+        return core.finish_end_run(RUN, True, reply.encode(), NOW)
+
+    assert end("ERR INVALID_TRANSITION " + " ".join(closed)).value == "INVALID_TRANSITION"  # type: ignore[attr-defined]
+    assert end("ERR RUN_INACTIVE").value == "RUN_INACTIVE"  # type: ignore[attr-defined]
+    for wrong in (
+        "ERR INVALID_TRANSITION " + " ".join(same),  # cancelling an ACTIVE run is allowed
+        "ERR INVALID_TRANSITION " + " ".join(cancelled),  # a retried cancel repeats
+        "ERR RUN_INACTIVE " + " ".join(same),  # a live run is not inactive
+    ):
+        with pytest.raises(core.CorruptReplyError) as caught:
+            end(wrong)
+        assert caught.value.cause == "KernelDisagrees"
+    assert end("OK " + " ".join(same)).status.value == "CANCELLED"  # type: ignore[attr-defined]
+    with pytest.raises(core.CorruptReplyError) as caught:
+        end("OK " + " ".join(closed))  # a closed run cannot be cancelled: the script lied
+    assert caught.value.cause == "KernelDisagrees"
+
+
+def test_a_version_with_non_ascii_bytes_is_read_leniently() -> None:
+    """CIS-STORE-1: a server version is decoded with replacement, never an error: b"7.2.\\xff4" is 7.2.4."""
+    assert core.parse_version({"redis_version": b"7.2.\xff4"}) == (7, 2, 4)
+    assert core.parse_version({"redis_version": "6.2.14"}) == (6, 2, 14)
+    with pytest.raises(core.CorruptReplyError):
+        core.parse_version({})
+
+
+def test_the_plans_kernel_run_matches_open_run() -> None:
+    """CIS-RUN-1: the fresh run a plan would store is kernel open_run's (the refusal checks rely on it)."""
+    plan = core.plan_open("cis", RUN, NOW, deadline_ms=NOW + 10, ttl_ms=5, tool_call_budget=1, byte_budget=1)
+    assert isinstance(plan, core.OpenPlan)
+    fresh = open_run(
+        None, run_id=RUN, now_ms=NOW, deadline_ms=NOW + 10, ttl_ms=5, tool_call_budget=1, byte_budget=1
+    )
+    assert plan.fresh == fresh
+    assert admit(fresh, None, request(NOW), Limits()) is not None
+
+
+def test_a_create_reply_with_a_foreign_run_status_is_corrupt() -> None:
+    """CIS-STORE-6: an admission reply whose run status is no RunStatus is CorruptRun, never decoded."""
+    tail = _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9)
+    with pytest.raises(core.CorruptReplyError) as caught:
+        core.finish_create(_plan(), ("OK " + tail.replace("ACTIVE", "PAUSED", 1)).encode())
+    assert caught.value.cause == "CorruptRun"
+    with pytest.raises(core.CorruptReplyError) as caught:
+        core.finish_create(_plan(), ("OK " + tail.replace(RUN, "run-2", 1)).encode())
+    assert caught.value.cause == "IdentityMismatch"
