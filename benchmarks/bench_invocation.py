@@ -199,22 +199,60 @@ def _time(op: Callable[[], object], ops: int) -> float:
     return (time.perf_counter() - start) / ops
 
 
+#: CPU seconds per op of the last ``interleave`` call with a server reader:
+#: ``{placement: {variant: [(client thread CPU, server main thread CPU) per round]}}``.
+CPU: dict[str, dict[str, list[tuple[float, float]]]] = {}
+
+
+def server_cpu_reader(pid: int) -> Callable[[], float] | None:
+    """CPU seconds used so far by the main thread of local process ``pid`` (schedstat), if readable."""
+    path = f"/proc/{pid}/task/{pid}/schedstat"
+    if not os.path.exists(path):
+        return None
+
+    def read() -> float:
+        with open(path, encoding="ascii") as stats:
+            return int(stats.read().split()[0]) / 1e9
+
+    return read
+
+
 def interleave(
     variants: dict[str, Callable[[], object]],
     rounds: int,
     ops: int,
     places: list[tuple[str, Callable[[], None]]],
+    server_cpu: Callable[[], float] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
-    """Seconds per op: ``{placement: {variant: [per round]}}``, everything interleaved."""
+    """Seconds per op: ``{placement: {variant: [per round]}}``, everything interleaved.
+
+    With ``server_cpu``, client and server CPU per op are kept in :data:`CPU`.
+    """
     out: dict[str, dict[str, list[float]]] = {name: {v: [] for v in variants} for name, _ in places}
+    CPU.clear()
+    CPU.update({name: {v: [] for v in variants} for name, _ in places})
     names = list(variants)
     for index in range(rounds):
         for place, pin in places:
             pin()
             order = names[index % len(names) :] + names[: index % len(names)]
             for name in order:
+                server = server_cpu() if server_cpu else 0.0
+                client = time.thread_time()
                 out[place][name].append(_time(variants[name], ops))
+                client = (time.thread_time() - client) / ops
+                server = ((server_cpu() - server) / ops) if server_cpu else 0.0
+                CPU[place][name].append((client, server))
     return out
+
+
+def cpu_line(place: str, name: str) -> str:
+    samples = CPU.get(place, {}).get(name, [])
+    if not samples:
+        return ""
+    client = statistics.median(c for c, _ in samples) * 1e6
+    server = statistics.median(s for _, s in samples) * 1e6
+    return f"  [CPU: client {client:6.1f} us, server {server:6.1f} us]"
 
 
 def ratios(a: list[float], b: list[float]) -> list[float]:
@@ -275,7 +313,9 @@ def _ready(record: CanonicalRecord, now: int) -> CanonicalRecord:
     return done
 
 
-def section_invocation(url: str, places: list[tuple[str, Callable[[], None]]], rounds: int, ops: int) -> None:
+def section_invocation(
+    url: str, places: list[tuple[str, Callable[[], None]]], rounds: int, ops: int, server_pid: int
+) -> None:
     print("\n1. One invocation (1 KiB arguments, 4 KiB raw) vs the floor, sync, per CPU placement")
     prefix = f"cis-bench-{secrets.token_hex(3)}"
     client = redis.Redis.from_url(url)
@@ -348,12 +388,12 @@ def section_invocation(url: str, places: list[tuple[str, Callable[[], None]]], r
     for op in variants.values():
         for _ in range(20):
             op()
-    got = interleave(variants, rounds, ops, places)
+    got = interleave(variants, rounds, ops, places, server_cpu_reader(server_pid))
     print(f"  {rounds} rounds x {ops} ops per variant and placement; median (min..max) over rounds")
     for place, t in got.items():
         print(f"  -- {place}")
         for name, values in t.items():
-            print(f"     {name:11s} {_spread(values, 1e6, 1)} us/op")
+            print(f"     {name:11s} {_spread(values, 1e6, 1)} us/op{cpu_line(place, name)}")
         target_floor = "<= 2.0x" if place == "same CPU" else "<= 1.3x"
         figure(
             f"redis invocation (boundary, inline tool) / floor, {place}",
@@ -394,7 +434,9 @@ def _sent_bytes(client: redis.Redis) -> int:
     return int(client.info("stats")["total_net_output_bytes"])
 
 
-def section_progress(url: str, places: list[tuple[str, Callable[[], None]]], rounds: int) -> None:
+def section_progress(
+    url: str, places: list[tuple[str, Callable[[], None]]], rounds: int, server_pid: int
+) -> None:
     print(
         f"\n2. project_progress of {PROGRESS_CALLS} READY calls (1 KiB request, 4 KiB raw each), "
         "per placement"
@@ -443,11 +485,17 @@ def section_progress(url: str, places: list[tuple[str, Callable[[], None]]], rou
                 f"FIGURE project_progress bytes read per completed call (HGETALL, before): "
                 f"{sent / PROGRESS_CALLS:.0f} B"
             )
-    got = interleave(variants, rounds, 1, places)
+    got = interleave(variants, rounds, 1, places, server_cpu_reader(server_pid))
     for place, t in got.items():
         print(f"  -- {place}")
         for name, values in t.items():
-            print(f"     {name:19s} {_spread(values, 1e6 / PROGRESS_CALLS, 2)} us per completed call")
+            samples = CPU[place][name]
+            client_us = statistics.median(c for c, _ in samples) * 1e6 / PROGRESS_CALLS
+            server_us = statistics.median(v for _, v in samples) * 1e6 / PROGRESS_CALLS
+            print(
+                f"     {name:19s} {_spread(values, 1e6 / PROGRESS_CALLS, 2)} us per completed call"
+                f"  [CPU: client {client_us:5.2f} us, server {server_us:5.2f} us]"
+            )
         figure(
             f"project_progress per completed call (HMGET, hiredis), {place}",
             t["hmget"],
@@ -711,9 +759,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"private redis-server {info['redis_version']} on {url.split('@')[-1]}")
                 places = placements(int(info["process_id"]))
                 if "invocation" in only:
-                    section_invocation(url, places, rounds, ops)
+                    section_invocation(url, places, rounds, ops, int(info["process_id"]))
                 if "progress" in only:
-                    section_progress(url, places, rounds)
+                    section_progress(url, places, rounds, int(info["process_id"]))
                 if "async" in only:
                     section_async(url, places, rounds, 2 if quick else 4)
         if "memory" in only:
