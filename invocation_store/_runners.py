@@ -51,6 +51,8 @@ from typing import Final
 
 from attrs import frozen
 
+from .kernel import Projection
+
 __all__ = [
     "WORKERS",
     "Outcome",
@@ -101,8 +103,14 @@ def _failure_name(exc: BaseException) -> str:
     return type_name(exc)
 
 
+#: Return types that are never awaitable: no ``inspect.isawaitable`` call for them.
+_PLAIN: Final = frozenset({str, bytes, int, float, bool, dict, list, tuple, type(None), Projection})
+
+
 def _value(value: object) -> Outcome:
     """A sync callable's return value; an awaitable is a failure (nothing can await it)."""
+    if type(value) in _PLAIN:
+        return Outcome(value=value)
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
             value.close()

@@ -418,8 +418,25 @@ def _raw_text(value: object) -> str | None:
         return None
 
 
+#: What each ToolSpec seen declares, computed once per spec (specs are frozen): its
+#: kernel policy and whether a callable is async. Keyed by ``id``, the spec itself
+#: kept in the value so that the id stays its own; bounded (cleared when full).
+_VETTED: Final[dict[int, tuple[ToolSpec, ToolPolicy, bool]]] = {}
+
+
+def _vetted(tool: ToolSpec) -> tuple[ToolPolicy, bool]:
+    """``(tool.policy, is any of its callables async)``, cached per spec."""
+    entry = _VETTED.get(id(tool))
+    if entry is None or entry[0] is not tool:
+        if len(_VETTED) >= 4096:
+            _VETTED.clear()
+        entry = (tool, tool.policy, _is_async_callable(tool.executor) or _is_async_callable(tool.projector))
+        _VETTED[id(tool)] = entry
+    return entry[1], entry[2]
+
+
 def _require_sync(tool: ToolSpec) -> None:
-    if _is_async_callable(tool.executor) or _is_async_callable(tool.projector):
+    if _vetted(tool)[1]:
         raise TypeError("ToolBoundary runs sync tools only; use AsyncToolBoundary for async ones")
 
 
@@ -596,7 +613,7 @@ class _Core:
             raise TypeError("envelope must be a ToolCallEnvelope")
         envelope = _exact_envelope(envelope)
         tool = self.registry.get(envelope.tool_name)
-        parsed = parse_envelope(context, envelope, None if tool is None else tool.policy, self.limits)
+        parsed = parse_envelope(context, envelope, None if tool is None else _vetted(tool)[0], self.limits)
         if isinstance(parsed, ErrorCode):
             self._log.info("tool call rejected at preflight: %s", parsed.value)
             return _failure(parsed, _echo(envelope))
