@@ -363,7 +363,7 @@ async def _settle(fn: Callable[..., object], args: tuple[object, ...]) -> object
     of stopping the event loop."""
     try:
         value = fn(*args) if is_async_callable(fn) else await _on_worker(fn, args)
-        if inspect.isawaitable(value):
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
             value = await value
     except (Exception, asyncio.CancelledError):
         raise
@@ -396,13 +396,29 @@ async def acall(fn: Callable[..., object], timeout_ms: int | None, *args: object
     is not being cancelled is a failure like any other (CIS-FAIL-2); a real
     cancellation of the awaiting task cancels the tool's task and propagates.
     """
-    task: asyncio.Task[object] = asyncio.ensure_future(_settle(fn, args))
+    loop = asyncio.get_running_loop()
+    task: asyncio.Task[object] = loop.create_task(_settle(fn, args))
+    # asyncio.wait((task,), timeout=...) without its set bookkeeping: one waiter,
+    # woken by the task's end or by the timer, whichever comes first.
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    task.add_done_callback(wake)
+    timer = None if timeout_ms is None else loop.call_later(_seconds(timeout_ms), wake)
     try:
-        done, _ = await asyncio.wait((task,), timeout=None if timeout_ms is None else _seconds(timeout_ms))
+        await waiter
     except BaseException:  # the caller is cancelled: so is the tool, unawaited
+        task.remove_done_callback(wake)
         _abandon(task)
         raise
-    if not done:
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if not task.done():
+        task.remove_done_callback(wake)
         _abandon(task)
         return Outcome(timed_out=True)
     if task.cancelled():
