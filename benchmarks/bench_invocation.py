@@ -597,7 +597,9 @@ async def _async_section(
     for _ in range(3):
         await boundary_batch()
         await plain_batch()
-    out: dict[str, dict[str, list[float]]] = {name: {"boundary": [], "plain": []} for name, _ in places}
+    out: dict[str, dict[str, list[float]]] = {
+        name: {"boundary": [], "plain": [], "boundary_cpu": [], "plain_cpu": []} for name, _ in places
+    }
     for index in range(rounds):
         for place, pin in places:
             pin()
@@ -605,10 +607,12 @@ async def _async_section(
             if index % 2:
                 order.reverse()
             for name, batch in order:
+                cpu = time.thread_time()
                 start = time.perf_counter()
                 for _ in range(batches):
                     await batch()
                 out[place][name].append((time.perf_counter() - start) / (batches * CONCURRENCY))
+                out[place][name + "_cpu"].append((time.thread_time() - cpu) / (batches * CONCURRENCY))
     # Every replayed command must have done its work before a ratio means anything.
     assert not failures, f"{len(failures)} replayed commands failed, e.g. {failures[0]!r}"
     ready = 0
@@ -634,13 +638,18 @@ def section_async(url: str, places: list[tuple[str, Callable[[], None]]], rounds
     for place, t in got.items():
         print(
             f"  -- {place}: boundary {_spread(t['boundary'], 1e6, 1)} us, "
-            f"plain {_spread(t['plain'], 1e6, 1)} us"
-            " per invocation"
+            f"plain {_spread(t['plain'], 1e6, 1)} us per invocation  [client CPU: boundary "
+            f"{statistics.median(t['boundary_cpu']) * 1e6:.1f} us, "
+            f"plain {statistics.median(t['plain_cpu']) * 1e6:.1f} us]"
         )
         figure(
             f"async 64-concurrent boundary / plain redis.asyncio (same successful commands), {place}",
             ratios(t["boundary"], t["plain"]),
             target="<= 1.3x",
+        )
+        figure(
+            f"async 64-concurrent client CPU, boundary / plain, {place}",
+            ratios(t["boundary_cpu"], t["plain_cpu"]),
         )
 
 
