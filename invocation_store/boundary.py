@@ -55,9 +55,10 @@ awaiting ``invoke`` is not itself being cancelled (``cancelling() == 0``). The o
 interruptions that escape ``invoke`` are the caller's own: a real cancellation of the
 awaiting task (propagated after cancelling the tool's task, which is not awaited), or
 a ``KeyboardInterrupt`` delivered to the calling thread while the sync boundary
-waits on the executor or the store. A real Ctrl-C landing while a sync boundary's
-projector runs in the calling thread cannot be told from one the projector raised:
-it is PROJECTION_FAILED. An interrupted call leaves its record PROJECTING;
+waits on an executor with a time limit or on the store. A real Ctrl-C landing while
+tool code runs inline in the calling thread (a sync boundary's projector, or an
+executor declared with ``timeout_ms=None``) cannot be told from one the tool raised:
+it is PROJECTION_FAILED (EXECUTION_FAILED). An interrupted call leaves its record PROJECTING;
 :meth:`ToolBoundary.sweep_stale` moves it to ERROR/STALE_PROJECTION later
 (CIS-LIFE-7).
 
