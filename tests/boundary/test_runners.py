@@ -184,3 +184,15 @@ def test_the_pool_is_empty_in_a_forked_child() -> None:
     assert os.read(read, 100) == b"0,5"
     os.close(read)
     assert status == 0
+
+
+def test_an_inline_executor_raising_keyboard_interrupt_is_a_failure() -> None:
+    """CIS-PERF-1, CIS-FAIL-2: inline tool code's BaseException is EXECUTION_FAILED, never re-raised."""
+
+    def interrupted(_args: Mapping[str, Any]) -> str:
+        raise KeyboardInterrupt
+
+    spec = ToolSpec(name="search", executor=interrupted, projector=FakeProjector(), timeout_ms=None)
+    boundary = boundary_for(MemoryStore(), spec)
+    context = open_run(boundary)
+    assert boundary.invoke(context, envelope()).code is ErrorCode.EXECUTION_FAILED
