@@ -417,6 +417,15 @@ def section_invocation(
             f"seed store bare / RedisStore bare (throughput), {place}", ratios(t["seed_store"], t["store"])
         )
         figure(f"boundary without hiredis / with hiredis, {place}", ratios(t["no_hiredis"], t["inline"]))
+        cpu = {name: [c + v for c, v in CPU[place][name]] for name in t}
+        figure(
+            f"redis invocation CPU (client + server) / floor CPU, inline tool, {place}",
+            ratios(cpu["inline"], cpu["floor"]),
+        )
+        figure(
+            f"redis invocation CPU (client + server) / floor CPU, worker tool, {place}",
+            ratios(cpu["worker"], cpu["floor"]),
+        )
         figure(f"redis invocation (boundary, inline tool), {place}", t["inline"], unit="us", scale=1e6)
         figure(f"floor, {place}", t["floor"], unit="us", scale=1e6)
     for c in (client, plain_client):
@@ -502,6 +511,12 @@ def section_progress(
             unit="us",
             scale=1e6 / PROGRESS_CALLS,
             target="<= 10 us",
+        )
+        figure(
+            f"project_progress CPU (client + server) per completed call (HMGET, hiredis), {place}",
+            [c + v for c, v in CPU[place]["hmget"]],
+            unit="us",
+            scale=1e6 / PROGRESS_CALLS,
         )
         figure(f"project_progress HMGET / HGETALL, {place}", ratios(t["hmget"], t["hgetall"]))
         figure(f"project_progress without hiredis / with, {place}", ratios(t["hmget_no_hiredis"], t["hmget"]))
@@ -676,8 +691,14 @@ def section_memory(rounds: int, ops: int) -> None:
     variants = {"bare": bare, "inline": invoke("inline"), "worker": invoke("worker")}
     got = interleave(variants, rounds, ops, [("unpinned", lambda: None)])["unpinned"]
     for name, values in got.items():
-        print(f"     {name:7s} {_spread(values, 1e6, 2)} us/op")
+        print(f"     {name:7s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
     figure("MemoryStore invocation (inline tool)", got["inline"], unit="us", scale=1e6, target="<= 30 us")
+    figure(
+        "MemoryStore invocation (inline tool), thread CPU",
+        [c for c, _ in CPU["unpinned"]["inline"]],
+        unit="us",
+        scale=1e6,
+    )
     figure("MemoryStore invocation (worker tool)", got["worker"], unit="us", scale=1e6)
     figure(
         "MemoryStore invocation (inline tool) / bare executor+projector call",
