@@ -40,7 +40,9 @@ The work: arguments of 1 KiB, a raw response of 4 KiB, a projection of a few byt
    answered ``OK`` and every complete ``WRITE``, and that every replayed call's record
    is READY on the server.
 4. **MemoryStore invocation**, inline and on a worker, against a bare function call of
-   the same executor and projector (same parsed arguments).
+   the same executor and projector (same parsed arguments); and the projector's copy
+   of the parsed arguments made three ways: ``copy_json`` (what the boundary does), a
+   second parse, ``copy.deepcopy``.
 5. **Fixed RTT** (``--rtt-ms``, default 1; ``none`` skips): section 1's floor, PINGs,
    boundary (inline) and seed-behind-the-boundary through the user-space delay relay
    of ``bench_redis.py`` (unpinned: the relay is a third process).
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import os
 import secrets
 import statistics
@@ -94,7 +97,7 @@ from invocation_store.kernel import (
     ToolCallEnvelope,
     transition,
 )
-from invocation_store.kernel._ijson import parse_arguments
+from invocation_store.kernel._ijson import copy_json, parse_arguments
 from invocation_store.testing.redis_server import redis_server
 
 HOUR_MS = 3_600_000
@@ -688,10 +691,19 @@ def section_memory(rounds: int, ops: int) -> None:
 
         return op
 
-    variants = {"bare": bare, "inline": invoke("inline"), "worker": invoke("worker")}
+    # The projector's independent copy of the arguments (CIS-PERF-2): what it costs
+    # made three ways, interleaved with the invocations.
+    variants = {
+        "bare": bare,
+        "inline": invoke("inline"),
+        "worker": invoke("worker"),
+        "reparse": lambda: parse_arguments(ARGUMENTS),
+        "deepcopy": lambda: copy.deepcopy(parsed),
+        "copy_json": lambda: copy_json(parsed),
+    }
     got = interleave(variants, rounds, ops, [("unpinned", lambda: None)])["unpinned"]
     for name, values in got.items():
-        print(f"     {name:7s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
+        print(f"     {name:9s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
     figure("MemoryStore invocation (inline tool)", got["inline"], unit="us", scale=1e6, target="<= 30 us")
     figure(
         "MemoryStore invocation (inline tool), thread CPU",
@@ -703,6 +715,14 @@ def section_memory(rounds: int, ops: int) -> None:
     figure(
         "MemoryStore invocation (inline tool) / bare executor+projector call",
         ratios(got["inline"], got["bare"]),
+    )
+    figure(
+        "projector's copy of 1 KiB arguments: copy_json / a second parse",
+        ratios(got["copy_json"], got["reparse"]),
+    )
+    figure(
+        "projector's copy of 1 KiB arguments: copy_json / copy.deepcopy",
+        ratios(got["copy_json"], got["deepcopy"]),
     )
 
 
