@@ -42,7 +42,8 @@ The work: arguments of 1 KiB, a raw response of 4 KiB, a projection of a few byt
 4. **MemoryStore invocation**, inline and on a worker, against a bare function call of
    the same executor and projector (same parsed arguments); and the projector's copy
    of the parsed arguments made three ways: ``copy_json`` (what the boundary does), a
-   second parse, ``copy.deepcopy``.
+   second parse, ``copy.deepcopy``; and the pure kernel's share of one invocation
+   (``bench_kernel.py``'s whole-invocation function, same sizes).
 5. **Fixed RTT** (``--rtt-ms``, default 1; ``none`` skips): section 1's floor, PINGs,
    boundary (inline) and seed-behind-the-boundary through the user-space delay relay
    of ``bench_redis.py`` (unpinned: the relay is a third process).
@@ -69,8 +70,9 @@ import redis.asyncio
 from redis._parsers import _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ is not a package
 
+from bench_kernel import invocation as kernel_invocation
 from bench_redis import relay_server
 from seed_store import SeedStore
 
@@ -695,6 +697,7 @@ def section_memory(rounds: int, ops: int) -> None:
     # made three ways, interleaved with the invocations.
     variants = {
         "bare": bare,
+        "kernel": kernel_invocation,  # bench_kernel.py: the pure kernel's share of one invocation
         "inline": invoke("inline"),
         "worker": invoke("worker"),
         "reparse": lambda: parse_arguments(ARGUMENTS),
@@ -705,6 +708,7 @@ def section_memory(rounds: int, ops: int) -> None:
     for name, values in got.items():
         print(f"     {name:9s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
     figure("MemoryStore invocation (inline tool)", got["inline"], unit="us", scale=1e6, target="<= 30 us")
+    figure("pure kernel share of one invocation (bench_kernel.py)", got["kernel"], unit="us", scale=1e6)
     figure(
         "MemoryStore invocation (inline tool), thread CPU",
         [c for c, _ in CPU["unpinned"]["inline"]],
