@@ -47,7 +47,7 @@ import inspect
 import os
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from attrs import frozen
 
@@ -82,10 +82,11 @@ def type_name(obj: object) -> str:
     return safe_name(type(obj).__name__)
 
 
-@frozen
-class Outcome:
+class Outcome(NamedTuple):
     """What a guarded tool call produced: a ``value``, a ``failure`` (the safe type
-    name of what it raised, for logs only), or ``timed_out`` (CIS-FAIL-2, CIS-FAIL-3)."""
+    name of what it raised, for logs only), or ``timed_out`` (CIS-FAIL-2, CIS-FAIL-3).
+    A named tuple: two are built per invocation, where a frozen attrs class costs
+    several times more."""
 
     value: object = None
     failure: str | None = None

@@ -457,7 +457,16 @@ def _check_context(context: object) -> RunContext:
 
 def _exact_envelope(envelope: ToolCallEnvelope) -> ToolCallEnvelope:
     """The envelope rebuilt from its fields, each read once and copied to exact text
-    (see "Text at the edge" in the module docstring)."""
+    (see "Text at the edge" in the module docstring). An exact ToolCallEnvelope (frozen,
+    no subclass properties) whose fields are all exact ``str`` already is that copy."""
+    if (
+        type(envelope) is ToolCallEnvelope
+        and type(envelope.run_id) is str
+        and type(envelope.tool_call_id) is str
+        and type(envelope.tool_name) is str
+        and type(envelope.arguments) is str
+    ):
+        return envelope
     return ToolCallEnvelope(
         run_id=_exact_text(envelope.run_id),
         tool_call_id=_exact_text(envelope.tool_call_id),
