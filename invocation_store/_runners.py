@@ -17,7 +17,8 @@ thread per call costs more than a whole in-memory invocation (about 60 us of a
   call never waits for another call: a hung tool holds only its own worker. A worker
   whose caller stopped waiting (the timeout passed, or the awaiting task was
   cancelled) is *hung*: it is counted (:attr:`PoolStats.hung`,
-  :attr:`PoolStats.hung_total`), no longer belongs to the pool, and the next call
+  :attr:`PoolStats.hung_total`, and a warning of logger ``invocation_store.workers``
+  with the two counts), no longer belongs to the pool, and the next call
   that finds no idle worker starts its replacement. Python cannot kill a thread: a
   hung worker runs on until the tool returns by itself; its outcome is discarded and
   the worker then rejoins the pool (or ends, if the pool already keeps
@@ -44,6 +45,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -67,6 +69,9 @@ __all__ = [
 ]
 
 _UNPRINTABLE_TYPE: Final = "UnprintableType"
+#: Counts only, never tool names or payloads (CIS-ERR-2).
+_LOG: Final = logging.getLogger("invocation_store.workers")
+_LOG.addHandler(logging.NullHandler())
 
 
 def safe_name(name: object) -> str:
@@ -282,7 +287,9 @@ class WorkerPool:
             self._busy -= 1
             self._hung += 1
             self._hung_total += 1
-            return True
+            hung, total = self._hung, self._hung_total
+        _LOG.warning("tool worker hung: %d hung now, %d since start", hung, total)
+        return True
 
     def call(self, fn: Callable[..., object], timeout_ms: int, *args: object) -> Outcome:
         """Run ``fn(*args)`` on a worker, waiting at most ``timeout_ms`` (CIS-FAIL-3).

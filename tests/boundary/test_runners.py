@@ -62,13 +62,15 @@ def test_timed_calls_reuse_persistent_workers() -> None:
     assert len(workers) <= 2
 
 
-def test_a_hung_worker_is_counted_replaced_and_blocks_no_other_call() -> None:
+def test_a_hung_worker_is_counted_replaced_and_blocks_no_other_call(caplog: pytest.LogCaptureFixture) -> None:
     """CIS-PERF-1, CIS-FAIL-3: a timed-out call's worker is hung; the next call gets another worker."""
     pool = WorkerPool(max_idle=1)
     release = threading.Event()
     try:
-        outcome = pool_call(pool, release.wait, 30)
+        with caplog.at_level("WARNING", logger="invocation_store.workers"):
+            outcome = pool_call(pool, release.wait, 30)
         assert outcome.timed_out
+        assert [r.getMessage() for r in caplog.records] == ["tool worker hung: 1 hung now, 1 since start"]
         stats = pool.stats()
         assert (stats.hung, stats.hung_total, stats.busy) == (1, 1, 0)
         began = time.monotonic()
