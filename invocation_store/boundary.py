@@ -138,7 +138,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, TypeAlias, TypeVar
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from attrs import evolve, field, frozen
 
@@ -363,11 +363,10 @@ class BoundaryResult:
 # Pure helpers shared by both boundaries
 
 
-@frozen
-class _Prepared:
+class _Prepared(NamedTuple):
     """A call that passed preflight 1-6: its tool, exact id, exact arguments text and
     two independent copies of the parsed arguments (one for the executor, one for
-    the projector; CIS-PERF-2)."""
+    the projector; CIS-PERF-2). A named tuple: built once per call."""
 
     tool: ToolSpec
     tool_call_id: str
@@ -476,7 +475,16 @@ def _exact_envelope(envelope: ToolCallEnvelope) -> ToolCallEnvelope:
 
 
 def _exact_projection(projection: Projection) -> Projection:
-    """The projection rebuilt from its fields, each read once and copied to exact text."""
+    """The projection rebuilt from its fields, each read once and copied to exact text.
+    An exact Projection (frozen, no subclass properties) whose fields are exact ``str``
+    (or the kernel's own EvidenceStatus) already is that copy."""
+    if (
+        type(projection) is Projection
+        and type(projection.content) is str
+        and type(projection.scope) is str
+        and type(projection.evidence_status) in (str, EvidenceStatus)
+    ):
+        return projection
     return Projection(
         evidence_status=_exact_text(projection.evidence_status),
         content=_exact_text(projection.content),
