@@ -26,7 +26,8 @@ thread per call costs more than a whole in-memory invocation (about 60 us of a
   interpreter exit nor the end of ``asyncio.run``. After ``os.fork`` the child starts
   with an empty pool.
 - **Tasks** (:func:`acall`): a coroutine callable runs as a task of its own in the
-  loop, awaited with :func:`asyncio.wait` under its time limit; over it the task is
+  loop, awaited under its time limit (one waiter future, woken by the task's end or a
+  timer: :func:`asyncio.wait` without its set bookkeeping); over it the task is
   cancelled but never awaited, so a tool that ignores cancellation cannot stretch
   the call. An abandoned task stays referenced until it ends; its outcome is then
   retrieved and discarded.
@@ -218,6 +219,7 @@ class _Worker:
             if not job.abandoned:
                 with contextlib.suppress(RuntimeError):  # an event loop closed meanwhile
                     job.notify()
+            del job  # an idle worker keeps nothing of its last call (its raw response, say)
             if not stay:
                 return
             self.wake.acquire()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -198,3 +200,31 @@ def test_an_inline_executor_raising_keyboard_interrupt_is_a_failure() -> None:
     boundary = boundary_for(MemoryStore(), spec)
     context = open_run(boundary)
     assert boundary.invoke(context, envelope()).code is ErrorCode.EXECUTION_FAILED
+
+
+def test_an_idle_worker_keeps_nothing_of_its_last_call() -> None:
+    """CIS-PERF-1: a persistent worker drops its last call's arguments and result (a raw response, say)."""
+
+    class Result:
+        pass
+
+    pool = WorkerPool()
+    made: list[weakref.ref[Result]] = []
+
+    def tool(argument: Result) -> Result:
+        result = Result()
+        made.append(weakref.ref(result))
+        return result
+
+    argument = Result()
+    kept = weakref.ref(argument)
+    outcome = pool.call(tool, 1_000, argument)
+    assert isinstance(outcome.value, Result)
+    del outcome, argument
+    deadline = time.monotonic() + 5
+    while (made[0]() is not None or kept() is not None) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.001)
+    assert made[0]() is None
+    assert kept() is None
+    assert pool.stats().idle == 1
