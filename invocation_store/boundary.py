@@ -58,7 +58,8 @@ a ``KeyboardInterrupt`` delivered to the calling thread while the sync boundary
 waits on an executor with a time limit or on the store. A real Ctrl-C landing while
 tool code runs inline in the calling thread (a sync boundary's projector, or an
 executor declared with ``timeout_ms=None``) cannot be told from one the tool raised:
-it is PROJECTION_FAILED (EXECUTION_FAILED). An interrupted call leaves its record PROJECTING;
+it is PROJECTION_FAILED (EXECUTION_FAILED for the executor). An interrupted call
+leaves its record PROJECTING;
 :meth:`ToolBoundary.sweep_stale` moves it to ERROR/STALE_PROJECTION later
 (CIS-LIFE-7).
 
@@ -93,8 +94,8 @@ without a limit (``timeout_ms=None``) and every projector run inline, in the
 calling thread; an executor with a limit runs on a persistent worker of a
 process-wide pool, and the boundary waits for it ``timeout_ms``. On the async
 boundary every executor and projector call runs in an asyncio task of its own,
-awaited with :func:`asyncio.wait` (under ``timeout_ms`` for executors): a coroutine
-in the loop, a sync callable on a persistent worker. Over the limit the task is
+awaited (under ``timeout_ms`` for executors): a coroutine in the loop, a sync
+callable on a persistent worker. Over the limit the task is
 cancelled but never awaited, so a tool that ignores cancellation cannot stretch the
 call, which is EXECUTION_TIMEOUT; an abandoned task stays referenced until it ends,
 and its outcome is then retrieved and discarded. Python cannot kill a thread: a
