@@ -1,42 +1,37 @@
-"""Boundary benchmarks against a private redis-server: concurrency and progress reads.
+"""Boundary benchmark against a private redis-server: what a progress read reads.
 
-Run: ``python benchmarks/bench_boundary.py`` (``--quick`` or ``CIS_BENCH_QUICK=1`` for a
-short run). Starts its
-own throwaway redis-server on a free loopback port (never the one on 6379) and
-prints figures measured in this one run; nothing here is asserted.
+Run: ``python benchmarks/bench_boundary.py``. Starts its own throwaway
+redis-server on a free loopback port (never the one on 6379) and prints figures
+measured in this one run; nothing here is asserted.
 
-1. **64 concurrent invocations.** ``AsyncToolBoundary`` over ``AsyncRedisStore``
-   runs batches of 64 ``invoke`` calls with ``asyncio.gather`` (an async no-op tool,
-   so no thread hop). The baseline is plain ``redis.asyncio`` sending *the same
-   commands*: the exact ``EVALSHA`` calls (same scripts, same arguments, ids
-   rewritten to fresh ones of the same length) that the store sent for one recorded
-   invocation, 64 at a time. The ratio is the Python cost of the boundary, kernel
-   and store around the same server work.
-2. **Progress projection of 1,000 calls.** 1,000 READY records whose raw responses
-   are 4 KiB each; ``ToolBoundary.project_progress`` is measured for client round
-   trips (socket writes of redis-py), server commands (``INFO commandstats``
-   delta) and bytes the server sent (``INFO stats`` ``total_net_output_bytes``
-   delta, minus the observer's own ``INFO`` reply). The same read with
-   ``get_many(include_raw=True)`` shows what reading the raw responses would cost.
+**Progress projection of 1,000 calls.** 1,000 READY records whose raw responses are
+4 KiB each; ``ToolBoundary.project_progress`` is measured for client round trips
+(socket writes of redis-py), server commands (``INFO commandstats`` delta) and
+bytes the server sent (``INFO stats`` ``total_net_output_bytes`` delta, minus the
+observer's own ``INFO`` reply). ``get_many`` with and without raw responses shows
+what reading whole records would cost.
+
+The 64-concurrent comparison that used to open this script replayed complete
+headers with a stale sequence, so its baseline wrote nothing; it now lives in
+``bench_invocation.py`` (section 3), whose baseline replays only commands that
+succeed and checks that they did.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
-import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import redis
 import redis.asyncio
 
-from invocation_store.adapters import AsyncRedisStore, RedisStore
-from invocation_store.boundary import AsyncToolBoundary, ToolBoundary, ToolRegistry, ToolSpec
+from invocation_store.adapters import RedisStore
+from invocation_store.boundary import ToolBoundary, ToolRegistry, ToolSpec
 from invocation_store.kernel import EvidenceStatus, Projection, RunContext, ToolCallEnvelope
 from invocation_store.testing.redis_server import redis_server
 
@@ -64,116 +59,7 @@ def _envelope(run_id: str, tool_call_id: str, arguments: str = '{"q":"x"}') -> T
     return ToolCallEnvelope(run_id=run_id, tool_call_id=tool_call_id, tool_name="probe", arguments=arguments)
 
 
-# -- 1. 64 concurrent invocations ------------------------------------------------------------------
-
-
-class Recorder:
-    """Wraps a client's ``execute_command`` to record the commands of one invocation."""
-
-    def __init__(self, client: redis.asyncio.Redis) -> None:
-        self.client = client
-        self.original = cast(Callable[..., Awaitable[Any]], client.execute_command)
-        self.recording = False
-        self.commands: list[tuple[Any, ...]] = []
-
-    async def __call__(self, *args: Any, **options: Any) -> Any:
-        if self.recording:
-            self.commands.append(args)
-        return await self.original(*args, **options)
-
-
-def _rewrite(value: Any, old: tuple[str, str], new: tuple[str, str]) -> Any:
-    if isinstance(value, bytes):
-        for before, after in zip(old, new, strict=True):
-            value = value.replace(before.encode(), after.encode())
-        return value
-    if isinstance(value, str):
-        for before, after in zip(old, new, strict=True):
-            value = value.replace(before, after)
-        return value
-    return value
-
-
-async def _concurrency(url: str, rounds: int, batches: int) -> dict[str, float]:
-    client = redis.asyncio.Redis.from_url(url)
-    recorder = Recorder(client)
-    client.execute_command = recorder  # type: ignore[method-assign]
-    store = AsyncRedisStore(client, prefix="bench-c")
-    registry = ToolRegistry([ToolSpec(name="probe", executor=_async_executor, projector=_async_projector)])
-    boundary = AsyncToolBoundary(store, registry)
-    plain = redis.asyncio.Redis.from_url(url)
-    runs = {name: f"{name}-run" for name in ("rec", "bnd", "pln")}  # same length on purpose
-    contexts: dict[str, RunContext] = {}
-    for name, run_id in runs.items():
-        opened = await boundary.open_run(
-            run_id,
-            deadline_ms=boundary.now_ms() + HOUR_MS,
-            ttl_ms=HOUR_MS,
-            tool_call_budget=10_000_000,
-            byte_budget=10**12,
-        )
-        assert isinstance(opened, RunContext)
-        contexts[name] = opened
-    # Record one invocation's commands (after the server check and script loading).
-    await boundary.invoke(contexts["rec"], _envelope(runs["rec"], "w-0000000"))
-    recorder.recording = True
-    result = await boundary.invoke(contexts["rec"], _envelope(runs["rec"], "t-0000000"))
-    recorder.recording = False
-    assert result.ok
-    recorded = list(recorder.commands)
-    commands = [str(command[0]) for command in recorded]
-    await plain.ping()
-
-    counter = iter(range(1, 10**9))
-
-    async def boundary_batch() -> None:
-        ids = [f"t-{next(counter):07d}" for _ in range(CONCURRENCY)]
-        results = await asyncio.gather(
-            *(boundary.invoke(contexts["bnd"], _envelope(runs["bnd"], tcid)) for tcid in ids)
-        )
-        assert all(r.ok for r in results)
-
-    async def plain_one(tcid: str) -> None:
-        for command in recorded:
-            args = [_rewrite(arg, ("rec-run", "t-0000000"), ("pln-run", tcid)) for arg in command]
-            await cast(Callable[..., Awaitable[Any]], plain.execute_command)(*args)
-
-    async def plain_batch() -> None:
-        ids = [f"t-{next(counter):07d}" for _ in range(CONCURRENCY)]
-        await asyncio.gather(*(plain_one(tcid) for tcid in ids))
-
-    # Check that the replayed commands really create READY records (same server work).
-    await plain_batch()
-    probe = await store.get_many(runs["pln"], [f"t-{n:07d}" for n in range(1, 1 + CONCURRENCY)])
-    replayed_ok = sum(1 for record in probe.values() if record is not None and record.status.value == "READY")
-
-    for _ in range(2):  # warm-up
-        await boundary_batch()
-        await plain_batch()
-    per_call: dict[str, list[float]] = {"boundary": [], "plain": []}
-    for _ in range(rounds):
-        for name, batch in (("boundary", boundary_batch), ("plain", plain_batch)):
-            start = time.perf_counter()
-            for _ in range(batches):
-                await batch()
-            per_call[name].append((time.perf_counter() - start) / (batches * CONCURRENCY))
-    await plain.aclose()
-    await store.close()
-    await client.aclose()
-    boundary_us = statistics.median(per_call["boundary"]) * 1e6
-    plain_us = statistics.median(per_call["plain"]) * 1e6
-    print(f"  commands per invocation (recorded): {len(recorded)} ({', '.join(commands)})")
-    print(f"  replayed commands produced READY records: {replayed_ok}/{CONCURRENCY}")
-    print(
-        f"  {rounds} rounds x {batches} batches x {CONCURRENCY} concurrent invocations per side; "
-        "median of rounds"
-    )
-    print(f"  AsyncToolBoundary + AsyncRedisStore: {boundary_us:.0f} us/invocation")
-    print(f"  plain redis.asyncio, same commands:  {plain_us:.0f} us/invocation")
-    return {"boundary_us": boundary_us, "plain_us": plain_us, "ratio": boundary_us / plain_us}
-
-
-# -- 2. progress projection of 1,000 calls ---------------------------------------------------------
+# -- progress projection of 1,000 calls ---------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -323,17 +209,10 @@ def main() -> int:
     )
     args = parser.parse_args()
     quick = args.quick or os.environ.get("CIS_BENCH_QUICK") == "1"
-    rounds, batches = (2, 3) if quick else (5, 10)
+    del quick  # one measurement either way
     with redis_server() as url:
-        print("bench_boundary: 64 concurrent invocations, AsyncToolBoundary vs plain redis.asyncio")
-        concurrency = asyncio.run(_concurrency(url, rounds, batches))
         print("bench_boundary: progress projection of 1,000 calls")
         progress = _progress(url)
-    print(
-        f"FIGURE async 64-concurrent invocation, AsyncToolBoundary+AsyncRedisStore vs plain redis.asyncio "
-        f"same commands: {concurrency['ratio']:.2f}x "
-        f"({concurrency['boundary_us']:.0f} us vs {concurrency['plain_us']:.0f} us per invocation)"
-    )
     print(
         f"FIGURE progress projection of {PROGRESS_CALLS} calls: {progress['round_trips']} round trips, "
         f"{progress['bytes']} B read = {progress['bytes'] / progress['raw_total']:.3f}x the raw bytes stored "

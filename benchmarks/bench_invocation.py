@@ -40,7 +40,10 @@ The work: arguments of 1 KiB, a raw response of 4 KiB, a projection of a few byt
    answered ``OK`` and every complete ``WRITE``, and that every replayed call's record
    is READY on the server.
 4. **MemoryStore invocation**, inline and on a worker, against a bare function call of
-   the same executor and projector (same parsed arguments).
+   the same executor and projector (same parsed arguments); and the projector's copy
+   of the parsed arguments made three ways: ``copy_json`` (what the boundary does), a
+   second parse, ``copy.deepcopy``; and the pure kernel's share of one invocation
+   (``bench_kernel.py``'s whole-invocation function, same sizes).
 5. **Fixed RTT** (``--rtt-ms``, default 1; ``none`` skips): section 1's floor, PINGs,
    boundary (inline) and seed-behind-the-boundary through the user-space delay relay
    of ``bench_redis.py`` (unpinned: the relay is a third process).
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import os
 import secrets
 import statistics
@@ -66,8 +70,9 @@ import redis.asyncio
 from redis._parsers import _RESP2Parser
 from redis.utils import HIREDIS_AVAILABLE
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ is not a package
 
+from bench_kernel import invocation as kernel_invocation
 from bench_redis import relay_server
 from seed_store import SeedStore
 
@@ -94,7 +99,7 @@ from invocation_store.kernel import (
     ToolCallEnvelope,
     transition,
 )
-from invocation_store.kernel._ijson import parse_arguments
+from invocation_store.kernel._ijson import copy_json, parse_arguments
 from invocation_store.testing.redis_server import redis_server
 
 HOUR_MS = 3_600_000
@@ -199,22 +204,60 @@ def _time(op: Callable[[], object], ops: int) -> float:
     return (time.perf_counter() - start) / ops
 
 
+#: CPU seconds per op of the last ``interleave`` call with a server reader:
+#: ``{placement: {variant: [(client thread CPU, server main thread CPU) per round]}}``.
+CPU: dict[str, dict[str, list[tuple[float, float]]]] = {}
+
+
+def server_cpu_reader(pid: int) -> Callable[[], float] | None:
+    """CPU seconds used so far by the main thread of local process ``pid`` (schedstat), if readable."""
+    path = f"/proc/{pid}/task/{pid}/schedstat"
+    if not os.path.exists(path):
+        return None
+
+    def read() -> float:
+        with open(path, encoding="ascii") as stats:
+            return int(stats.read().split()[0]) / 1e9
+
+    return read
+
+
 def interleave(
     variants: dict[str, Callable[[], object]],
     rounds: int,
     ops: int,
     places: list[tuple[str, Callable[[], None]]],
+    server_cpu: Callable[[], float] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
-    """Seconds per op: ``{placement: {variant: [per round]}}``, everything interleaved."""
+    """Seconds per op: ``{placement: {variant: [per round]}}``, everything interleaved.
+
+    With ``server_cpu``, client and server CPU per op are kept in :data:`CPU`.
+    """
     out: dict[str, dict[str, list[float]]] = {name: {v: [] for v in variants} for name, _ in places}
+    CPU.clear()
+    CPU.update({name: {v: [] for v in variants} for name, _ in places})
     names = list(variants)
     for index in range(rounds):
         for place, pin in places:
             pin()
             order = names[index % len(names) :] + names[: index % len(names)]
             for name in order:
+                server = server_cpu() if server_cpu else 0.0
+                client = time.thread_time()
                 out[place][name].append(_time(variants[name], ops))
+                client = (time.thread_time() - client) / ops
+                server = ((server_cpu() - server) / ops) if server_cpu else 0.0
+                CPU[place][name].append((client, server))
     return out
+
+
+def cpu_line(place: str, name: str) -> str:
+    samples = CPU.get(place, {}).get(name, [])
+    if not samples:
+        return ""
+    client = statistics.median(c for c, _ in samples) * 1e6
+    server = statistics.median(s for _, s in samples) * 1e6
+    return f"  [CPU: client {client:6.1f} us, server {server:6.1f} us]"
 
 
 def ratios(a: list[float], b: list[float]) -> list[float]:
@@ -275,7 +318,9 @@ def _ready(record: CanonicalRecord, now: int) -> CanonicalRecord:
     return done
 
 
-def section_invocation(url: str, places: list[tuple[str, Callable[[], None]]], rounds: int, ops: int) -> None:
+def section_invocation(
+    url: str, places: list[tuple[str, Callable[[], None]]], rounds: int, ops: int, server_pid: int
+) -> None:
     print("\n1. One invocation (1 KiB arguments, 4 KiB raw) vs the floor, sync, per CPU placement")
     prefix = f"cis-bench-{secrets.token_hex(3)}"
     client = redis.Redis.from_url(url)
@@ -348,12 +393,12 @@ def section_invocation(url: str, places: list[tuple[str, Callable[[], None]]], r
     for op in variants.values():
         for _ in range(20):
             op()
-    got = interleave(variants, rounds, ops, places)
+    got = interleave(variants, rounds, ops, places, server_cpu_reader(server_pid))
     print(f"  {rounds} rounds x {ops} ops per variant and placement; median (min..max) over rounds")
     for place, t in got.items():
         print(f"  -- {place}")
         for name, values in t.items():
-            print(f"     {name:11s} {_spread(values, 1e6, 1)} us/op")
+            print(f"     {name:11s} {_spread(values, 1e6, 1)} us/op{cpu_line(place, name)}")
         target_floor = "<= 2.0x" if place == "same CPU" else "<= 1.3x"
         figure(
             f"redis invocation (boundary, inline tool) / floor, {place}",
@@ -377,6 +422,15 @@ def section_invocation(url: str, places: list[tuple[str, Callable[[], None]]], r
             f"seed store bare / RedisStore bare (throughput), {place}", ratios(t["seed_store"], t["store"])
         )
         figure(f"boundary without hiredis / with hiredis, {place}", ratios(t["no_hiredis"], t["inline"]))
+        cpu = {name: [c + v for c, v in CPU[place][name]] for name in t}
+        figure(
+            f"redis invocation CPU (client + server) / floor CPU, inline tool, {place}",
+            ratios(cpu["inline"], cpu["floor"]),
+        )
+        figure(
+            f"redis invocation CPU (client + server) / floor CPU, worker tool, {place}",
+            ratios(cpu["worker"], cpu["floor"]),
+        )
         figure(f"redis invocation (boundary, inline tool), {place}", t["inline"], unit="us", scale=1e6)
         figure(f"floor, {place}", t["floor"], unit="us", scale=1e6)
     for c in (client, plain_client):
@@ -394,7 +448,9 @@ def _sent_bytes(client: redis.Redis) -> int:
     return int(client.info("stats")["total_net_output_bytes"])
 
 
-def section_progress(url: str, places: list[tuple[str, Callable[[], None]]], rounds: int) -> None:
+def section_progress(
+    url: str, places: list[tuple[str, Callable[[], None]]], rounds: int, server_pid: int
+) -> None:
     print(
         f"\n2. project_progress of {PROGRESS_CALLS} READY calls (1 KiB request, 4 KiB raw each), "
         "per placement"
@@ -443,17 +499,29 @@ def section_progress(url: str, places: list[tuple[str, Callable[[], None]]], rou
                 f"FIGURE project_progress bytes read per completed call (HGETALL, before): "
                 f"{sent / PROGRESS_CALLS:.0f} B"
             )
-    got = interleave(variants, rounds, 1, places)
+    got = interleave(variants, rounds, 1, places, server_cpu_reader(server_pid))
     for place, t in got.items():
         print(f"  -- {place}")
         for name, values in t.items():
-            print(f"     {name:19s} {_spread(values, 1e6 / PROGRESS_CALLS, 2)} us per completed call")
+            samples = CPU[place][name]
+            client_us = statistics.median(c for c, _ in samples) * 1e6 / PROGRESS_CALLS
+            server_us = statistics.median(v for _, v in samples) * 1e6 / PROGRESS_CALLS
+            print(
+                f"     {name:19s} {_spread(values, 1e6 / PROGRESS_CALLS, 2)} us per completed call"
+                f"  [CPU: client {client_us:5.2f} us, server {server_us:5.2f} us]"
+            )
         figure(
             f"project_progress per completed call (HMGET, hiredis), {place}",
             t["hmget"],
             unit="us",
             scale=1e6 / PROGRESS_CALLS,
             target="<= 10 us",
+        )
+        figure(
+            f"project_progress CPU (client + server) per completed call (HMGET, hiredis), {place}",
+            [c + v for c, v in CPU[place]["hmget"]],
+            unit="us",
+            scale=1e6 / PROGRESS_CALLS,
         )
         figure(f"project_progress HMGET / HGETALL, {place}", ratios(t["hmget"], t["hgetall"]))
         figure(f"project_progress without hiredis / with, {place}", ratios(t["hmget_no_hiredis"], t["hmget"]))
@@ -549,7 +617,9 @@ async def _async_section(
     for _ in range(3):
         await boundary_batch()
         await plain_batch()
-    out: dict[str, dict[str, list[float]]] = {name: {"boundary": [], "plain": []} for name, _ in places}
+    out: dict[str, dict[str, list[float]]] = {
+        name: {"boundary": [], "plain": [], "boundary_cpu": [], "plain_cpu": []} for name, _ in places
+    }
     for index in range(rounds):
         for place, pin in places:
             pin()
@@ -557,10 +627,12 @@ async def _async_section(
             if index % 2:
                 order.reverse()
             for name, batch in order:
+                cpu = time.thread_time()
                 start = time.perf_counter()
                 for _ in range(batches):
                     await batch()
                 out[place][name].append((time.perf_counter() - start) / (batches * CONCURRENCY))
+                out[place][name + "_cpu"].append((time.thread_time() - cpu) / (batches * CONCURRENCY))
     # Every replayed command must have done its work before a ratio means anything.
     assert not failures, f"{len(failures)} replayed commands failed, e.g. {failures[0]!r}"
     ready = 0
@@ -586,13 +658,18 @@ def section_async(url: str, places: list[tuple[str, Callable[[], None]]], rounds
     for place, t in got.items():
         print(
             f"  -- {place}: boundary {_spread(t['boundary'], 1e6, 1)} us, "
-            f"plain {_spread(t['plain'], 1e6, 1)} us"
-            " per invocation"
+            f"plain {_spread(t['plain'], 1e6, 1)} us per invocation  [client CPU: boundary "
+            f"{statistics.median(t['boundary_cpu']) * 1e6:.1f} us, "
+            f"plain {statistics.median(t['plain_cpu']) * 1e6:.1f} us]"
         )
         figure(
             f"async 64-concurrent boundary / plain redis.asyncio (same successful commands), {place}",
             ratios(t["boundary"], t["plain"]),
             target="<= 1.3x",
+        )
+        figure(
+            f"async 64-concurrent client CPU, boundary / plain, {place}",
+            ratios(t["boundary_cpu"], t["plain_cpu"]),
         )
 
 
@@ -616,15 +693,40 @@ def section_memory(rounds: int, ops: int) -> None:
 
         return op
 
-    variants = {"bare": bare, "inline": invoke("inline"), "worker": invoke("worker")}
+    # The projector's independent copy of the arguments (CIS-PERF-2): what it costs
+    # made three ways, interleaved with the invocations.
+    variants = {
+        "bare": bare,
+        "kernel": kernel_invocation,  # bench_kernel.py: the pure kernel's share of one invocation
+        "inline": invoke("inline"),
+        "worker": invoke("worker"),
+        "reparse": lambda: parse_arguments(ARGUMENTS),
+        "deepcopy": lambda: copy.deepcopy(parsed),
+        "copy_json": lambda: copy_json(parsed),
+    }
     got = interleave(variants, rounds, ops, [("unpinned", lambda: None)])["unpinned"]
     for name, values in got.items():
-        print(f"     {name:7s} {_spread(values, 1e6, 2)} us/op")
+        print(f"     {name:9s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
     figure("MemoryStore invocation (inline tool)", got["inline"], unit="us", scale=1e6, target="<= 30 us")
+    figure("pure kernel share of one invocation (bench_kernel.py)", got["kernel"], unit="us", scale=1e6)
+    figure(
+        "MemoryStore invocation (inline tool), thread CPU",
+        [c for c, _ in CPU["unpinned"]["inline"]],
+        unit="us",
+        scale=1e6,
+    )
     figure("MemoryStore invocation (worker tool)", got["worker"], unit="us", scale=1e6)
     figure(
         "MemoryStore invocation (inline tool) / bare executor+projector call",
         ratios(got["inline"], got["bare"]),
+    )
+    figure(
+        "projector's copy of 1 KiB arguments: copy_json / a second parse",
+        ratios(got["copy_json"], got["reparse"]),
+    )
+    figure(
+        "projector's copy of 1 KiB arguments: copy_json / copy.deepcopy",
+        ratios(got["copy_json"], got["deepcopy"]),
     )
 
 
@@ -711,9 +813,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"private redis-server {info['redis_version']} on {url.split('@')[-1]}")
                 places = placements(int(info["process_id"]))
                 if "invocation" in only:
-                    section_invocation(url, places, rounds, ops)
+                    section_invocation(url, places, rounds, ops, int(info["process_id"]))
                 if "progress" in only:
-                    section_progress(url, places, rounds)
+                    section_progress(url, places, rounds, int(info["process_id"]))
                 if "async" in only:
                     section_async(url, places, rounds, 2 if quick else 4)
         if "memory" in only:

@@ -42,6 +42,12 @@ the order), each figure the median of per-round values:
     ``SET`` of the same 1 MiB string to a new key (storing a raw response always takes
     new server memory; overwriting one key reuses it and is also printed); target <= 1.5.
 
+What this script does not show: (a) compares the *bare* stores, while users run the
+boundary, and its "floor" is two PINGs on an unpinned client and server.
+``bench_invocation.py`` measures the invocation through ``ToolBoundary`` against two
+``EVALSHA`` with the store's argument sizes, with the seed's protocol behind the same
+boundary, for both CPU placements; read its figures for the boundary's cost.
+
 Each figure is printed as a ``FIGURE`` line (collected by ``benchmarks/run_all.py``).
 ``CIS_BENCH_QUICK=1`` runs fewer rounds. Timings are printed, never asserted.
 """

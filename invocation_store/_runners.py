@@ -17,7 +17,8 @@ thread per call costs more than a whole in-memory invocation (about 60 us of a
   call never waits for another call: a hung tool holds only its own worker. A worker
   whose caller stopped waiting (the timeout passed, or the awaiting task was
   cancelled) is *hung*: it is counted (:attr:`PoolStats.hung`,
-  :attr:`PoolStats.hung_total`), no longer belongs to the pool, and the next call
+  :attr:`PoolStats.hung_total`, and a warning of logger ``invocation_store.workers``
+  with the two counts), no longer belongs to the pool, and the next call
   that finds no idle worker starts its replacement. Python cannot kill a thread: a
   hung worker runs on until the tool returns by itself; its outcome is discarded and
   the worker then rejoins the pool (or ends, if the pool already keeps
@@ -25,7 +26,8 @@ thread per call costs more than a whole in-memory invocation (about 60 us of a
   interpreter exit nor the end of ``asyncio.run``. After ``os.fork`` the child starts
   with an empty pool.
 - **Tasks** (:func:`acall`): a coroutine callable runs as a task of its own in the
-  loop, awaited with :func:`asyncio.wait` under its time limit; over it the task is
+  loop, awaited under its time limit (one waiter future, woken by the task's end or a
+  timer: :func:`asyncio.wait` without its set bookkeeping); over it the task is
   cancelled but never awaited, so a tool that ignores cancellation cannot stretch
   the call. An abandoned task stays referenced until it ends; its outcome is then
   retrieved and discarded.
@@ -44,12 +46,15 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from attrs import frozen
+
+from .kernel import Projection
 
 __all__ = [
     "WORKERS",
@@ -65,6 +70,9 @@ __all__ = [
 ]
 
 _UNPRINTABLE_TYPE: Final = "UnprintableType"
+#: Counts only, never tool names or payloads (CIS-ERR-2).
+_LOG: Final = logging.getLogger("invocation_store.workers")
+_LOG.addHandler(logging.NullHandler())
 
 
 def safe_name(name: object) -> str:
@@ -80,10 +88,11 @@ def type_name(obj: object) -> str:
     return safe_name(type(obj).__name__)
 
 
-@frozen
-class Outcome:
+class Outcome(NamedTuple):
     """What a guarded tool call produced: a ``value``, a ``failure`` (the safe type
-    name of what it raised, for logs only), or ``timed_out`` (CIS-FAIL-2, CIS-FAIL-3)."""
+    name of what it raised, for logs only), or ``timed_out`` (CIS-FAIL-2, CIS-FAIL-3).
+    A named tuple: two are built per invocation, where a frozen attrs class costs
+    several times more."""
 
     value: object = None
     failure: str | None = None
@@ -101,8 +110,14 @@ def _failure_name(exc: BaseException) -> str:
     return type_name(exc)
 
 
+#: Return types that are never awaitable: no ``inspect.isawaitable`` call for them.
+_PLAIN: Final = frozenset({str, bytes, int, float, bool, dict, list, tuple, type(None), Projection})
+
+
 def _value(value: object) -> Outcome:
     """A sync callable's return value; an awaitable is a failure (nothing can await it)."""
+    if type(value) in _PLAIN:
+        return Outcome(value=value)
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
             value.close()
@@ -204,6 +219,7 @@ class _Worker:
             if not job.abandoned:
                 with contextlib.suppress(RuntimeError):  # an event loop closed meanwhile
                     job.notify()
+            del job  # an idle worker keeps nothing of its last call (its raw response, say)
             if not stay:
                 return
             self.wake.acquire()
@@ -273,7 +289,9 @@ class WorkerPool:
             self._busy -= 1
             self._hung += 1
             self._hung_total += 1
-            return True
+            hung, total = self._hung, self._hung_total
+        _LOG.warning("tool worker hung: %d hung now, %d since start", hung, total)
+        return True
 
     def call(self, fn: Callable[..., object], timeout_ms: int, *args: object) -> Outcome:
         """Run ``fn(*args)`` on a worker, waiting at most ``timeout_ms`` (CIS-FAIL-3).
@@ -355,7 +373,7 @@ async def _settle(fn: Callable[..., object], args: tuple[object, ...]) -> object
     of stopping the event loop."""
     try:
         value = fn(*args) if is_async_callable(fn) else await _on_worker(fn, args)
-        if inspect.isawaitable(value):
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
             value = await value
     except (Exception, asyncio.CancelledError):
         raise
@@ -388,13 +406,29 @@ async def acall(fn: Callable[..., object], timeout_ms: int | None, *args: object
     is not being cancelled is a failure like any other (CIS-FAIL-2); a real
     cancellation of the awaiting task cancels the tool's task and propagates.
     """
-    task: asyncio.Task[object] = asyncio.ensure_future(_settle(fn, args))
+    loop = asyncio.get_running_loop()
+    task: asyncio.Task[object] = loop.create_task(_settle(fn, args))
+    # asyncio.wait((task,), timeout=...) without its set bookkeeping: one waiter,
+    # woken by the task's end or by the timer, whichever comes first.
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    task.add_done_callback(wake)
+    timer = None if timeout_ms is None else loop.call_later(_seconds(timeout_ms), wake)
     try:
-        done, _ = await asyncio.wait((task,), timeout=None if timeout_ms is None else _seconds(timeout_ms))
+        await waiter
     except BaseException:  # the caller is cancelled: so is the tool, unawaited
+        task.remove_done_callback(wake)
         _abandon(task)
         raise
-    if not done:
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if not task.done():
+        task.remove_done_callback(wake)
         _abandon(task)
         return Outcome(timed_out=True)
     if task.cancelled():

@@ -55,9 +55,11 @@ awaiting ``invoke`` is not itself being cancelled (``cancelling() == 0``). The o
 interruptions that escape ``invoke`` are the caller's own: a real cancellation of the
 awaiting task (propagated after cancelling the tool's task, which is not awaited), or
 a ``KeyboardInterrupt`` delivered to the calling thread while the sync boundary
-waits on the executor or the store. A real Ctrl-C landing while a sync boundary's
-projector runs in the calling thread cannot be told from one the projector raised:
-it is PROJECTION_FAILED. An interrupted call leaves its record PROJECTING;
+waits on an executor with a time limit or on the store. A real Ctrl-C landing while
+tool code runs inline in the calling thread (a sync boundary's projector, or an
+executor declared with ``timeout_ms=None``) cannot be told from one the tool raised:
+it is PROJECTION_FAILED (EXECUTION_FAILED for the executor). An interrupted call
+leaves its record PROJECTING;
 :meth:`ToolBoundary.sweep_stale` moves it to ERROR/STALE_PROJECTION later
 (CIS-LIFE-7).
 
@@ -92,8 +94,8 @@ without a limit (``timeout_ms=None``) and every projector run inline, in the
 calling thread; an executor with a limit runs on a persistent worker of a
 process-wide pool, and the boundary waits for it ``timeout_ms``. On the async
 boundary every executor and projector call runs in an asyncio task of its own,
-awaited with :func:`asyncio.wait` (under ``timeout_ms`` for executors): a coroutine
-in the loop, a sync callable on a persistent worker. Over the limit the task is
+awaited (under ``timeout_ms`` for executors): a coroutine in the loop, a sync
+callable on a persistent worker. Over the limit the task is
 cancelled but never awaited, so a tool that ignores cancellation cannot stretch the
 call, which is EXECUTION_TIMEOUT; an abandoned task stays referenced until it ends,
 and its outcome is then retrieved and discarded. Python cannot kill a thread: a
@@ -137,7 +139,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, TypeAlias, TypeVar
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from attrs import field, frozen
 
@@ -374,11 +376,10 @@ class BoundaryResult:
 # Pure helpers shared by both boundaries
 
 
-@frozen
-class _Prepared:
+class _Prepared(NamedTuple):
     """A call that passed preflight 1-6: its tool, exact id, exact arguments text and
     two independent copies of the parsed arguments (one for the executor, one for
-    the projector; CIS-PERF-2)."""
+    the projector; CIS-PERF-2). A named tuple: built once per call."""
 
     tool: ToolSpec
     tool_call_id: str
@@ -430,8 +431,25 @@ def _raw_text(value: object) -> str | None:
         return None
 
 
+#: What each ToolSpec seen declares, computed once per spec (specs are frozen): its
+#: kernel policy and whether a callable is async. Keyed by ``id``, the spec itself
+#: kept in the value so that the id stays its own; bounded (cleared when full).
+_VETTED: Final[dict[int, tuple[ToolSpec, ToolPolicy, bool]]] = {}
+
+
+def _vetted(tool: ToolSpec) -> tuple[ToolPolicy, bool]:
+    """``(tool.policy, is any of its callables async)``, cached per spec."""
+    entry = _VETTED.get(id(tool))
+    if entry is None or entry[0] is not tool:
+        if len(_VETTED) >= 4096:
+            _VETTED.clear()
+        entry = (tool, tool.policy, _is_async_callable(tool.executor) or _is_async_callable(tool.projector))
+        _VETTED[id(tool)] = entry
+    return entry[1], entry[2]
+
+
 def _require_sync(tool: ToolSpec) -> None:
-    if _is_async_callable(tool.executor) or _is_async_callable(tool.projector):
+    if _vetted(tool)[1]:
         raise TypeError("ToolBoundary runs sync tools only; use AsyncToolBoundary for async ones")
 
 
@@ -451,7 +469,16 @@ def _check_context(context: object) -> RunContext:
 
 def _exact_envelope(envelope: ToolCallEnvelope) -> ToolCallEnvelope:
     """The envelope rebuilt from its fields, each read once and copied to exact text
-    (see "Text at the edge" in the module docstring)."""
+    (see "Text at the edge" in the module docstring). An exact ToolCallEnvelope (frozen,
+    no subclass properties) whose fields are all exact ``str`` already is that copy."""
+    if (
+        type(envelope) is ToolCallEnvelope
+        and type(envelope.run_id) is str
+        and type(envelope.tool_call_id) is str
+        and type(envelope.tool_name) is str
+        and type(envelope.arguments) is str
+    ):
+        return envelope
     return ToolCallEnvelope(
         run_id=_exact_text(envelope.run_id),
         tool_call_id=_exact_text(envelope.tool_call_id),
@@ -461,7 +488,16 @@ def _exact_envelope(envelope: ToolCallEnvelope) -> ToolCallEnvelope:
 
 
 def _exact_projection(projection: Projection) -> Projection:
-    """The projection rebuilt from its fields, each read once and copied to exact text."""
+    """The projection rebuilt from its fields, each read once and copied to exact text.
+    An exact Projection (frozen, no subclass properties) whose fields are exact ``str``
+    (or the kernel's own EvidenceStatus) already is that copy."""
+    if (
+        type(projection) is Projection
+        and type(projection.content) is str
+        and type(projection.scope) is str
+        and type(projection.evidence_status) in (str, EvidenceStatus)
+    ):
+        return projection
     return Projection(
         evidence_status=_exact_text(projection.evidence_status),
         content=_exact_text(projection.content),
@@ -636,7 +672,7 @@ class _Core:
             raise TypeError("envelope must be a ToolCallEnvelope")
         envelope = _exact_envelope(envelope)
         tool = self.registry.get(envelope.tool_name)
-        parsed = parse_envelope(context, envelope, None if tool is None else tool.policy, self.limits)
+        parsed = parse_envelope(context, envelope, None if tool is None else _vetted(tool)[0], self.limits)
         if isinstance(parsed, ErrorCode):
             self._log.info("tool call rejected at preflight: %s", parsed.value)
             return _failure(parsed, _echo(envelope))

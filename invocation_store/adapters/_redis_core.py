@@ -57,6 +57,7 @@ from ..kernel import (
     check_completion,
     close_run,
     completion_charge,
+    decide_completion,
     done_key,
     is_safe_id,
     is_well_formed,
@@ -933,7 +934,7 @@ def _refused_complete(plan: CompletePlan, rest: str, items: Reply) -> ErrorCode:
         raise CorruptReplyError("UnexpectedReply")
     before = plan.before
     stored = decode_record(items[1:], None, before.run_id, before.tool_call_id) if items else None
-    if decide_complete(stored, before, plan.after, plan.now_ms) is not ErrorCode.INVALID_TRANSITION:
+    if decide_completion(stored, before, plan.after, None, plan.now_ms) is not ErrorCode.INVALID_TRANSITION:
         raise CorruptReplyError("KernelDisagrees")
     return ErrorCode.INVALID_TRANSITION
 

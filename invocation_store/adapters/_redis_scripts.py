@@ -425,11 +425,13 @@ return refused
 #   ARGV order, nil where a field (or the whole record) is absent. Writes nothing,
 #   never touches a TTL (CIS-TTL-5).
 PROGRESS_SCRIPT: Final = """
-local out, n, width = {}, 0, #ARGV
+local f1, f2, f3, f4, f5, f6, f7, f8, f9 = unpack(ARGV, 1, 9)
+local out, n = {}, 0
 for i = 1, #KEYS do
-  local v = redis.call('HMGET', KEYS[i], unpack(ARGV))
-  for j = 1, width do out[n + j] = v[j] end
-  n = n + width
+  local v = redis.call('HMGET', KEYS[i], f1, f2, f3, f4, f5, f6, f7, f8, f9)
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = v[1], v[2], v[3], v[4], v[5]
+  out[n + 6], out[n + 7], out[n + 8], out[n + 9] = v[6], v[7], v[8], v[9]
+  n = n + 9
 end
 return out
 """

@@ -255,7 +255,7 @@ class RedisStore:
         self._end: Script = client.register_script(END_RUN_SCRIPT)
         self._create: Script = client.register_script(CREATE_SCRIPT)
         self._complete: Script = client.register_script(COMPLETE_SCRIPT)
-        self._progress: Script = client.register_script(PROGRESS_SCRIPT)  # loaded on first use
+        self._progress: Script = client.register_script(PROGRESS_SCRIPT)
 
     @classmethod
     def from_url(
@@ -320,7 +320,7 @@ class RedisStore:
         """
         if self._ready:
             return
-        scripts = (self._open, self._end, self._create, self._complete)
+        scripts = (self._open, self._end, self._create, self._complete, self._progress)
         checks = check_commands(self._durability)
         client = self._client
         try:
@@ -736,7 +736,7 @@ class RedisStore:
         never the request text, the raw response or the token. None if absent or
         expired by the store clock; unsafe ids map to None unread; a record of
         another run or call, or an ill-formed one, is STORE_UNAVAILABLE (CIS-STORE-6).
-        The script is loaded on first use (NOSCRIPT, then SCRIPT LOAD and retry).
+        After NOSCRIPT (SCRIPT FLUSH, a restarted server) the script is loaded and the call retried.
         """
         ids = list(tool_call_ids)
         result: dict[str, ProgressView | None] = dict.fromkeys(ids)
@@ -868,7 +868,7 @@ class AsyncRedisStore:
         self._end: AsyncScript = client.register_script(END_RUN_SCRIPT)
         self._create: AsyncScript = client.register_script(CREATE_SCRIPT)
         self._complete: AsyncScript = client.register_script(COMPLETE_SCRIPT)
-        self._progress: AsyncScript = client.register_script(PROGRESS_SCRIPT)  # loaded on first use
+        self._progress: AsyncScript = client.register_script(PROGRESS_SCRIPT)
 
     @classmethod
     def from_url(
@@ -915,7 +915,7 @@ class AsyncRedisStore:
         """See :meth:`RedisStore.check_server`; a cluster client is checked on every primary."""
         if self._ready:
             return
-        scripts = (self._open, self._end, self._create, self._complete)
+        scripts = (self._open, self._end, self._create, self._complete, self._progress)
         checks = check_commands(self._durability)
         client = self._client
         try:

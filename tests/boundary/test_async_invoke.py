@@ -412,7 +412,7 @@ def test_async_progress_cite_and_sweep(make_async_store: Any, clock: FakeClock) 
 
 
 def test_hung_sync_tools_neither_starve_the_loop_nor_delay_its_exit(clock: FakeClock) -> None:
-    """CIS-FAIL-3, CIS-BND-5: each sync call has its own daemon thread, so timeouts leak no pool worker."""
+    """CIS-FAIL-3, CIS-BND-5, CIS-PERF-1: a hung sync call holds only its own worker, none the loop needs."""
     executor = FakeExecutor(block=True)
 
     async def main() -> None:

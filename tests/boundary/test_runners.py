@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,13 +64,15 @@ def test_timed_calls_reuse_persistent_workers() -> None:
     assert len(workers) <= 2
 
 
-def test_a_hung_worker_is_counted_replaced_and_blocks_no_other_call() -> None:
+def test_a_hung_worker_is_counted_replaced_and_blocks_no_other_call(caplog: pytest.LogCaptureFixture) -> None:
     """CIS-PERF-1, CIS-FAIL-3: a timed-out call's worker is hung; the next call gets another worker."""
     pool = WorkerPool(max_idle=1)
     release = threading.Event()
     try:
-        outcome = pool_call(pool, release.wait, 30)
+        with caplog.at_level("WARNING", logger="invocation_store.workers"):
+            outcome = pool_call(pool, release.wait, 30)
         assert outcome.timed_out
+        assert [r.getMessage() for r in caplog.records] == ["tool worker hung: 1 hung now, 1 since start"]
         stats = pool.stats()
         assert (stats.hung, stats.hung_total, stats.busy) == (1, 1, 0)
         began = time.monotonic()
@@ -184,3 +188,43 @@ def test_the_pool_is_empty_in_a_forked_child() -> None:
     assert os.read(read, 100) == b"0,5"
     os.close(read)
     assert status == 0
+
+
+def test_an_inline_executor_raising_keyboard_interrupt_is_a_failure() -> None:
+    """CIS-PERF-1, CIS-FAIL-2: inline tool code's BaseException is EXECUTION_FAILED, never re-raised."""
+
+    def interrupted(_args: Mapping[str, Any]) -> str:
+        raise KeyboardInterrupt
+
+    spec = ToolSpec(name="search", executor=interrupted, projector=FakeProjector(), timeout_ms=None)
+    boundary = boundary_for(MemoryStore(), spec)
+    context = open_run(boundary)
+    assert boundary.invoke(context, envelope()).code is ErrorCode.EXECUTION_FAILED
+
+
+def test_an_idle_worker_keeps_nothing_of_its_last_call() -> None:
+    """CIS-PERF-1: a persistent worker drops its last call's arguments and result (a raw response, say)."""
+
+    class Result:
+        pass
+
+    pool = WorkerPool()
+    made: list[weakref.ref[Result]] = []
+
+    def tool(argument: Result) -> Result:
+        result = Result()
+        made.append(weakref.ref(result))
+        return result
+
+    argument = Result()
+    kept = weakref.ref(argument)
+    outcome = pool.call(tool, 1_000, argument)
+    assert isinstance(outcome.value, Result)
+    del outcome, argument
+    deadline = time.monotonic() + 5
+    while (made[0]() is not None or kept() is not None) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.001)
+    assert made[0]() is None
+    assert kept() is None
+    assert pool.stats().idle == 1

@@ -159,3 +159,27 @@ def test_async_stores_answer_the_same_views(make_async_store: Any, make_store: A
 
     assert expected["ok_1"] is not None
     asyncio.run(main())
+
+
+@pytest.mark.redis
+def test_redis_progress_views_from_a_client_decoding_replies(redis_url: str, clock: FakeClock) -> None:
+    """CIS-PERF-3, CIS-STORE-1: a given client with decode_responses=True answers the same views."""
+    prefix = "cis-progress-text"
+    text_client = redis.Redis.from_url(redis_url, decode_responses=True)
+    bytes_store = RedisStore.from_url(redis_url, prefix=prefix, clock=clock)
+    text_store = RedisStore(text_client, prefix=prefix, clock=clock)
+    try:
+        open_default_run(bytes_store, clock())
+        record = admitted(bytes_store, request(clock(), arguments='{"q": "é 日本"}'))
+        done = ready(record, clock(), raw="raw ü", content="ç 結果", scope="logs ü")
+        assert bytes_store.complete(record, done) == done
+        expected = {"call_1": ProgressView.of(done), "ghost": None}
+        assert dict(bytes_store.get_progress(RUN, ["call_1", "ghost"])) == expected
+        assert dict(text_store.get_progress(RUN, ["call_1", "ghost"])) == expected
+    finally:
+        with redis.Redis.from_url(redis_url) as raw:
+            keys = list(raw.scan_iter(match=f"{prefix}:*"))
+            if keys:
+                raw.delete(*keys)
+        bytes_store.close()
+        text_client.close()
