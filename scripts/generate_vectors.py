@@ -5,8 +5,9 @@ Usage::
     .venv/bin/python scripts/generate_vectors.py           # (re)write the files
     .venv/bin/python scripts/generate_vectors.py --check   # exit 1 if any file differs
 
-Writes ``spec/vectors/*.json`` (see :mod:`invocation_store.oracle._vectors`) and
-``spec/trace.schema.json`` (see :func:`invocation_store.oracle.trace_schema`). The files
+Writes ``spec/vectors/*.json`` (see :mod:`invocation_store.oracle._vectors`),
+``spec/trace.schema.json`` (see :func:`invocation_store.oracle.trace_schema`) and
+``spec/history.schema.json`` (see :func:`invocation_store.history._schema.history_schema`). The files
 are generated: never edit them by hand. ``tests/oracle/test_vectors.py`` regenerates
 everything in memory and fails on any difference.
 """
@@ -14,9 +15,11 @@ everything in memory and fails on any difference.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+from invocation_store.history._schema import history_schema
 from invocation_store.oracle import trace_schema
 from invocation_store.oracle._vectors import dump_document, generate_vectors
 
@@ -27,6 +30,9 @@ def expected_files(root: Path = ROOT) -> dict[Path, str]:
     """Every generated file's path and exact text."""
     files = {root / "spec" / "vectors" / name: dump_document(doc) for name, doc in generate_vectors().items()}
     files[root / "spec" / "trace.schema.json"] = dump_document(trace_schema())
+    files[root / "spec" / "history.schema.json"] = (
+        json.dumps(history_schema(), indent=1, sort_keys=True) + "\n"
+    )
     return files
 
 

@@ -35,6 +35,7 @@ def test_async_memory_store_machine(request: pytest.FixtureRequest) -> None:
 #: ErrorCode must be reached, so a new code is wanted as soon as it exists.
 NOT_CALL_OUTCOMES = {
     ErrorCode.STORE_UNAVAILABLE: "the memory store never fails",
+    ErrorCode.DURABILITY_NOT_REACHED: "only a Redis store in a durability mode refuses with it",
     ErrorCode.STALE_PROJECTION: "a sweep's code, counted as sweep:swept",
     ErrorCode.NOT_STALE: "a sweep's no-op on a young record, not a call outcome",
 }

@@ -1,8 +1,8 @@
 """The JSON Schema of one history line, derived from the format's tables (CIS-HIST-1).
 
 ``spec/history.schema.json`` is :func:`history_schema` written with sorted keys and
-a 1-space indent (``python -m invocation_store.history._schema >
-spec/history.schema.json``); a test keeps the file identical and checks that
+a 1-space indent by ``scripts/generate_vectors.py`` (or ``python -m
+invocation_store.history._schema``); a test keeps the file identical and checks that
 recorded lines validate against it.
 """
 

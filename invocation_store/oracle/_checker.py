@@ -101,6 +101,7 @@ CODE_REQUIREMENTS: Final[dict[ErrorCode, str]] = {
     ErrorCode.NOT_STALE: "CIS-LIFE-7",
     ErrorCode.STORE_UNAVAILABLE: "CIS-FAIL-5",
     ErrorCode.INVALID_TRANSITION: "CIS-LIFE-2",
+    ErrorCode.DURABILITY_NOT_REACHED: "CIS-DUR-2",
 }
 
 _EXECUTOR_FAILURES: Final[dict[str, ErrorCode]] = {

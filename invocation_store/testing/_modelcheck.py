@@ -365,7 +365,7 @@ def _check_state(scope: Scope, state: State) -> None:
 
 def _check_transition(scope: Scope, old: State, new: State) -> None:
     for worker in new[3]:
-        if worker is not None and worker[1].expires_at_ms > worker[0].expires_at_ms:
+        if worker is not None and worker[1].expires_at_ms > worker[0].expires_at_ms:  # rule-check: inv 2
             raise _InvariantError("invariant 2", "a transition moved a record's expiry later")
     for before, after in zip(old[2], new[2], strict=True):
         if before is None or after is None:

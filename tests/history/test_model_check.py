@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+import attrs
 import pytest
 from attrs import evolve
 
@@ -108,10 +109,11 @@ def test_planted_ttl_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_planted_second_execution_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-4, CIS-BND-6: a table that accepts a second raw response for one invocation (the
     executor run twice) breaks invariant 5."""
-    table = dict(kernel.TRANSITIONS)
+    table = dict(kernel.TABLE)
     awaiting = kernel.Phase.AWAITING_PROJECTION
-    table[(awaiting, kernel.RawReceived)] = frozenset({awaiting})
-    monkeypatch.setattr("invocation_store.kernel._state.TRANSITIONS", table)
+    raw_row = table[(kernel.Phase.AWAITING_RAW, kernel.RawReceived)]
+    table[(awaiting, kernel.RawReceived)] = attrs.evolve(raw_row, next_phases=frozenset({awaiting}))
+    monkeypatch.setattr("invocation_store.kernel._state.TABLE", table)
     found = model_check(SMALL).counterexample
     assert found is not None
     assert found.invariant == "invariant 5"

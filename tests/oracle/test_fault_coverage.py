@@ -128,9 +128,16 @@ def _read_later(boundary: Any, context: Any, clock: FakeClock) -> None:
     boundary.read(RUN, "call_1")
 
 
+#: A refusal the checker names more specifically than the code's own requirement: a
+#: REQUEST_TOO_LARGE for arguments within the request limit misjudged the record limit.
+_REFUSAL_REQUIREMENT: dict[ErrorCode, str] = {ErrorCode.REQUEST_TOO_LARGE: "CIS-SIZE-5"}
+
 IMPLEMENTATIONS: dict[str, tuple[str, Callable[[], str]]] = {
     **{
-        f"refuses-with-{code.value}": (checker_module.CODE_REQUIREMENTS[code], _refused_victim(code))
+        f"refuses-with-{code.value}": (
+            _REFUSAL_REQUIREMENT.get(code, checker_module.CODE_REQUIREMENTS[code]),
+            _refused_victim(code),
+        )
         for code in ErrorCode
     },
     "expires-early": ("CIS-TTL-1", _early_expiry),
@@ -263,6 +270,7 @@ REPORTED: dict[str, tuple[str, Callable[[Lines], Lines]]] = {
     "open-counts-a-call": ("CIS-RUN-5", _set("run_open", None, "observed.run.tool_calls_used", 1)),
     "open-counts-bytes": ("CIS-RUN-6", _set("run_open", None, "observed.run.bytes_used", 1)),
     "admits-without-a-token": ("CIS-RETRY-1", _set("submit", "call_0", "token", None)),
+    "admits-oversized-arguments": ("CIS-SIZE-2", _set("submit", "call_z", "observed.code", None)),
     "admits-without-a-record": ("CIS-REC-4", _set("submit", "call_0", "observed.record", None)),
     "creates-with-an-outcome": (
         "CIS-LIFE-5",
