@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Canonical tool-invocation store: replay agent transcripts through the ToolBoundary, "
             "inspect a run's records, fuzz a store with the stateful machine, check a trace "
-            "against the reference kernel."
+            "against the reference kernel, check a concurrent history for linearizability, "
+            "model-check the kernel over a small scope."
         ),
     )
     parser.add_argument(
