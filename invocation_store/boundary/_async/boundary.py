@@ -142,11 +142,7 @@ class AsyncToolBoundary(Core):
         INVALID_TRANSITION (already cancelled or closed), STORE_UNAVAILABLE. Calls
         already running finish normally.
         """
-        context = check_context(context)
-        try:
-            return await _store(self.store.cancel_run, context.run_id)
-        except StoreUnavailableError as exc:
-            return self._store_failed_code(exc, "cancel_run")
+        return await self._end_run(self.store.cancel_run, "cancel_run", context)
 
     @_telemetry.observed_run
     async def close_run(self, context: RunContext) -> RunState | ErrorCode:
@@ -155,11 +151,17 @@ class AsyncToolBoundary(Core):
         Same returns as :meth:`cancel_run`. Records are kept: progress and citations
         still read them until their TTL.
         """
+        return await self._end_run(self.store.close_run, "close_run", context)
+
+    async def _end_run(
+        self, end: AsyncStoreMethod[RunState | ErrorCode], operation: str, context: RunContext
+    ) -> RunState | ErrorCode:
+        """``end(run_id)`` (the store's cancel_run or close_run); a store failure is its code."""
         context = check_context(context)
         try:
-            return await _store(self.store.close_run, context.run_id)
+            return await _store(end, context.run_id)
         except StoreUnavailableError as exc:
-            return self._store_failed_code(exc, "close_run")
+            return self._store_failed_code(exc, operation)
 
     # -- one call -------------------------------------------------------------------
 

@@ -143,11 +143,7 @@ class ToolBoundary(Core):
         INVALID_TRANSITION (already cancelled or closed), STORE_UNAVAILABLE. Calls
         already running finish normally.
         """
-        context = check_context(context)
-        try:
-            return _store(self.store.cancel_run, context.run_id)
-        except StoreUnavailableError as exc:
-            return self._store_failed_code(exc, "cancel_run")
+        return self._end_run(self.store.cancel_run, "cancel_run", context)
 
     @_telemetry.observed_run
     def close_run(self, context: RunContext) -> RunState | ErrorCode:
@@ -156,11 +152,17 @@ class ToolBoundary(Core):
         Same returns as :meth:`cancel_run`. Records are kept: progress and citations
         still read them until their TTL.
         """
+        return self._end_run(self.store.close_run, "close_run", context)
+
+    def _end_run(
+        self, end: StoreMethod[RunState | ErrorCode], operation: str, context: RunContext
+    ) -> RunState | ErrorCode:
+        """``end(run_id)`` (the store's cancel_run or close_run); a store failure is its code."""
         context = check_context(context)
         try:
-            return _store(self.store.close_run, context.run_id)
+            return _store(end, context.run_id)
         except StoreUnavailableError as exc:
-            return self._store_failed_code(exc, "close_run")
+            return self._store_failed_code(exc, operation)
 
     # -- one call -------------------------------------------------------------------
 
