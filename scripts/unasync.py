@@ -48,12 +48,10 @@ SUBS: tuple[tuple[str, str], ...] = (
     (r"\b_async\b", "_sync"),
     # -- the boundary (invocation_store/boundary/_async/boundary.py) ------------------
     # A per-flavour helper's async spelling -> its sync one: ``async_<name>`` ->
-    # ``<name>`` (boundary/_runner.py's async_run_tool, async_check_tool;
-    # adapters/_progress.py's async_progress_reader), and the two async method names
-    # of helpers the boundary uses.
+    # ``<name>`` (boundary/_runner.py's async_run_tool, async_check_tool, async_pause;
+    # adapters/_progress.py's async_progress_reader), and _telemetry's decorator.
     (r"\basync_(?=[a-z])", ""),
-    (r"\baapply\b", "apply"),  # _completion.PendingCompletions.aapply
-    (r"\bobserved_ainvoke\b", "observed_invoke"),  # _telemetry's decorator of invoke
+    (r"\bobserved_ainvoke\b", "observed_invoke"),
     # -- end of the boundary's substitutions ------------------------------------------
 )
 _COMPILED = tuple((re.compile(pattern), replacement) for pattern, replacement in SUBS)

@@ -80,7 +80,7 @@ def test_boundary_helpers_turn_into_their_sync_twins() -> None:
         "    async def invoke(self) -> None:\n"
         "        async_check_tool(tool)\n"
         "        outcome = await async_run_tool(tool.executor, None, args)\n"
-        "        stored = await self.completions.aapply(pending, complete)\n"
+        "        await async_pause(seconds)\n"
         "        reader = async_progress_reader(self.store)\n"
     )
     text = script.generated_text(source, "pkg/_async/boundary.py")
@@ -90,7 +90,7 @@ def test_boundary_helpers_turn_into_their_sync_twins() -> None:
         "    def invoke(self) -> None:",
         "        check_tool(tool)",
         "        outcome = run_tool(tool.executor, None, args)",
-        "        stored = self.completions.apply(pending, complete)",
+        "        pause(seconds)",
         "        reader = progress_reader(self.store)",
     ]
 

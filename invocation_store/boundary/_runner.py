@@ -13,19 +13,32 @@ boundary code written per flavour, because they truly differ (the mechanics live
   sync callable on a persistent worker), cancelled and abandoned over the limit.
 - :func:`check_tool` / :func:`async_check_tool`: the sync boundary refuses async tools
   (``TypeError``), at construction and per call; the async boundary takes both kinds.
+- :func:`pause` / :func:`async_pause`: wait between retries of a completion
+  (``time.sleep`` in the calling thread vs ``asyncio.sleep`` in the loop, CIS-DUR-5).
 - :data:`StoreMethod` / :data:`AsyncStoreMethod`: the type of a store method each
   flavour calls (its answer, or an awaitable of it).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
 from .._runners import Outcome, acall, call_inline, call_with_timeout
 from ._registry import ToolSpec, vetted
 
-__all__ = ["AsyncStoreMethod", "StoreMethod", "async_check_tool", "async_run_tool", "check_tool", "run_tool"]
+__all__ = [
+    "AsyncStoreMethod",
+    "StoreMethod",
+    "async_check_tool",
+    "async_pause",
+    "async_run_tool",
+    "check_tool",
+    "pause",
+    "run_tool",
+]
 
 T = TypeVar("T")
 
@@ -70,3 +83,13 @@ def check_tool(tool: ToolSpec) -> None:
 def async_check_tool(tool: ToolSpec) -> None:
     """Accept ``tool``: the async boundary runs sync and async callables alike."""
     del tool
+
+
+def pause(seconds: float) -> None:
+    """Block the calling thread for ``seconds`` (between completion retries, CIS-DUR-5)."""
+    time.sleep(seconds)
+
+
+async def async_pause(seconds: float) -> None:
+    """Suspend the awaiting task for ``seconds``, leaving the loop free (CIS-DUR-5)."""
+    await asyncio.sleep(seconds)

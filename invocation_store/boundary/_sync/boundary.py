@@ -39,7 +39,7 @@ from .._core import DEFAULT_LIMITS, Core, awaits_projection, new_token, read_clo
 from .._edge import check_context, check_older_than, check_run_parameters, exact_text
 from .._registry import ToolRegistry
 from .._result import BoundaryResult
-from .._runner import StoreMethod, check_tool, run_tool
+from .._runner import StoreMethod, check_tool, pause, run_tool
 
 __all__ = ["ToolBoundary"]
 
@@ -223,22 +223,38 @@ class ToolBoundary(Core):
             if isinstance(final, ErrorCode):
                 return self._kernel_refused(final, echo)
             operation = "complete"
-            stored = self.completions.apply(
-                PendingCompletion(created=created, final=final),
-                lambda: _store(self.store.complete, created, final),
-            )
+            stored = self._complete(PendingCompletion(created=created, final=final))
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
         return self._finish(final, stored, echo)
 
     # -- held completions (CIS-DUR-5) -----------------------------------------------
 
+    def _complete(self, pending: PendingCompletion) -> CanonicalRecord | ErrorCode:
+        """The store's compare-and-set ``created -> final``, retried after StoreUnavailableError (CIS-DUR-5).
+
+        Returns the store's answer (the completion is then no longer held); once the
+        retry budget is spent (``self.completions.pauses``), the completion is held
+        and the last StoreUnavailableError raised. The compare-and-set is idempotent:
+        one that landed replays as itself (CIS-RETRY-2).
+        """
+        pauses = self.completions.pauses(pending)
+        while True:
+            try:
+                stored = _store(self.store.complete, pending.created, pending.final)
+            except StoreUnavailableError:
+                seconds = next(pauses, None)
+                if seconds is None:
+                    raise
+                pause(seconds)
+                continue
+            self.completions.settled(pending)
+            return stored
+
     def _finish_held(self, held: PendingCompletion, echo: str | None) -> BoundaryResult:
         """Apply a held completion (retried within the budget); the call's result, or STORE_UNAVAILABLE."""
         try:
-            stored = self.completions.apply(
-                held, lambda: _store(self.store.complete, held.created, held.final)
-            )
+            stored = self._complete(held)
         except StoreUnavailableError as exc:
             return self._store_failed(exc, "complete", echo)
         return self._finish(held.final, stored, echo)
