@@ -119,9 +119,11 @@ One concern a module; only :mod:`._runner` is written per flavour:
 - :mod:`._edge`: exact ``str`` copies, raw text normalisation, ``copy_json``, the
   caller's parameter checks.
 - :mod:`._core`: the steps both flavours share (preflight, admission, the
-  transitions after execution and projection, results, held completions, logs).
+  transitions after execution and projection, results, the held-completion table,
+  logs).
 - :mod:`._runner`: how each flavour runs tool code (thread with a timeout vs task
-  with a timeout) and which tools it takes, over :mod:`invocation_store._runners`.
+  with a timeout), which tools it takes and how it pauses between completion
+  retries, over :mod:`invocation_store._runners`.
 - :mod:`._async.boundary`: :class:`AsyncToolBoundary`, the boundary written once;
   :mod:`._sync.boundary`: :class:`ToolBoundary`, generated from it by
   ``scripts/unasync.py`` (never edited by hand).
