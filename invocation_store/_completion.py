@@ -32,21 +32,17 @@ the completion.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Final
 
 from attrs import field, frozen
 
-from .adapters import StoreUnavailableError
-from .kernel import CanonicalRecord, ErrorCode
+from .kernel import CanonicalRecord
 
 __all__ = ["DEFAULT_COMPLETION_RETRY", "CompletionRetry", "PendingCompletion", "PendingCompletions"]
-
-Stored = CanonicalRecord | ErrorCode
 
 
 def _non_negative(_: object, attribute: object, value: int) -> None:
@@ -144,52 +140,27 @@ class PendingCompletions:
             while len(self._held) > self.policy.max_pending:
                 self._held.popitem(last=False)
 
-    def _settled(self, pending: PendingCompletion) -> None:
+    def settled(self, pending: PendingCompletion) -> None:
+        """The store answered ``pending``'s completion: it is no longer held."""
         with self._lock:
             if self._held.get(pending.key) is pending:
                 del self._held[pending.key]
 
-    # -- applying a completion -----------------------------------------------------
+    # -- retrying a completion -----------------------------------------------------
 
-    def _deadline(self) -> float:
-        return time.monotonic() + self.policy.budget_ms / 1000
+    def pauses(self, pending: PendingCompletion) -> Iterator[float]:
+        """Seconds to pause before each retry of ``pending``'s completion, within the budget.
 
-    def apply(self, pending: PendingCompletion, complete: Callable[[], Stored]) -> Stored:
-        """``complete()``, retried after StoreUnavailableError within the budget.
-
-        Returns the store's answer (the completion is then no longer held); after the
-        budget, holds ``pending`` and raises the last StoreUnavailableError.
+        Start iterating at the first StoreUnavailableError: the budget
+        (:attr:`CompletionRetry.budget_ms` of wall time) runs from the first ``next``.
+        When the next pause would end past it, ``pending`` is held (see the module
+        docstring) and the iteration ends: the caller then gives up with the last
+        error. The boundary (each flavour pausing its own way) drives the retries.
         """
-        deadline: float | None = None
-        pauses = self.policy.pauses_ms()
-        while True:
-            try:
-                stored = complete()
-            except StoreUnavailableError:
-                deadline = deadline or self._deadline()
-                pause = next(pauses) / 1000
-                if time.monotonic() + pause > deadline:
-                    self._hold(pending)
-                    raise
-                time.sleep(pause)
-                continue
-            self._settled(pending)
-            return stored
-
-    async def aapply(self, pending: PendingCompletion, complete: Callable[[], Awaitable[Stored]]) -> Stored:
-        """See :meth:`apply`; pauses with ``asyncio.sleep``."""
-        deadline: float | None = None
-        pauses = self.policy.pauses_ms()
-        while True:
-            try:
-                stored = await complete()
-            except StoreUnavailableError:
-                deadline = deadline or self._deadline()
-                pause = next(pauses) / 1000
-                if time.monotonic() + pause > deadline:
-                    self._hold(pending)
-                    raise
-                await asyncio.sleep(pause)
-                continue
-            self._settled(pending)
-            return stored
+        deadline = time.monotonic() + self.policy.budget_ms / 1000
+        for pause_ms in self.policy.pauses_ms():
+            pause = pause_ms / 1000
+            if time.monotonic() + pause > deadline:
+                break
+            yield pause
+        self._hold(pending)

@@ -54,7 +54,8 @@ from .kernel import (
 )
 
 if TYPE_CHECKING:
-    from .boundary import BoundaryResult, _Core
+    from .boundary import BoundaryResult
+    from .boundary._core import Core as _Core
 
 __all__ = [
     "INSTRUMENTS",

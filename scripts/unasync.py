@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: (async source, generated sync file), relative to the repository root.
 PAIRS: tuple[tuple[str, str], ...] = (
     ("invocation_store/adapters/_async/protocol.py", "invocation_store/adapters/_sync/protocol.py"),
+    ("invocation_store/boundary/_async/boundary.py", "invocation_store/boundary/_sync/boundary.py"),
 )
 
 #: Ordered (pattern, replacement) substitutions applied to every line.
@@ -45,6 +46,13 @@ SUBS: tuple[tuple[str, str], ...] = (
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\basyncio twin of\b", "synchronous twin of"),
     (r"\b_async\b", "_sync"),
+    # -- the boundary (invocation_store/boundary/_async/boundary.py) ------------------
+    # A per-flavour helper's async spelling -> its sync one: ``async_<name>`` ->
+    # ``<name>`` (boundary/_runner.py's async_run_tool, async_check_tool, async_pause;
+    # adapters/_progress.py's async_progress_reader), and _telemetry's decorator.
+    (r"\basync_(?=[a-z])", ""),
+    (r"\bobserved_ainvoke\b", "observed_invoke"),
+    # -- end of the boundary's substitutions ------------------------------------------
 )
 _COMPILED = tuple((re.compile(pattern), replacement) for pattern, replacement in SUBS)
 

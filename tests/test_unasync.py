@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from invocation_store.boundary import AsyncToolBoundary, ToolBoundary
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -67,3 +69,38 @@ def test_check_mode_reports_a_stale_file(tmp_path: Path) -> None:
     assert script.main(["--check"], root=tmp_path) == 1
     assert script.main([], root=tmp_path) == 0
     assert script.main(["--check"], root=tmp_path) == 0
+
+
+def test_boundary_helpers_turn_into_their_sync_twins() -> None:
+    """CIS-STORE-1: the boundary's per-flavour names map to the sync ones (``async_x`` -> ``x``)."""
+    script = _script()
+    source = (
+        "from .._runner import AsyncStoreMethod, async_check_tool, async_run_tool\n"
+        "    @_telemetry.observed_ainvoke\n"
+        "    async def invoke(self) -> None:\n"
+        "        async_check_tool(tool)\n"
+        "        outcome = await async_run_tool(tool.executor, None, args)\n"
+        "        await async_pause(seconds)\n"
+        "        reader = async_progress_reader(self.store)\n"
+    )
+    text = script.generated_text(source, "pkg/_async/boundary.py")
+    assert text.splitlines()[1:] == [
+        "from .._runner import StoreMethod, check_tool, run_tool",
+        "    @_telemetry.observed_invoke",
+        "    def invoke(self) -> None:",
+        "        check_tool(tool)",
+        "        outcome = run_tool(tool.executor, None, args)",
+        "        pause(seconds)",
+        "        reader = progress_reader(self.store)",
+    ]
+
+
+def test_the_generated_boundary_offers_every_method_of_its_source() -> None:
+    """CIS-BND-1: ToolBoundary (generated) and AsyncToolBoundary have the same public methods."""
+
+    def public(cls: type) -> set[str]:
+        return {name for name in vars(cls) if not name.startswith("__")}
+
+    assert public(ToolBoundary) == public(AsyncToolBoundary)
+    assert "invoke" in public(ToolBoundary)
+    assert ToolBoundary.__module__ == "invocation_store.boundary._sync.boundary"

@@ -1,0 +1,359 @@
+# Generated from invocation_store/boundary/_async/boundary.py by scripts/unasync.py: do not edit by hand.
+"""The boundary class, written once as asyncio code (CIS-BND-1).
+
+``scripts/unasync.py`` generates the synchronous :class:`ToolBoundary` from this
+module: coroutine functions become functions, ``await`` goes, and names lose their
+``Async`` and ``async_`` prefixes. Every step that decides something is :class:`~.._core.Core`'s (and through
+it the kernel's); the only code written per flavour is in :mod:`.._runner` (how tool
+code runs and which tools a flavour takes). Text here is worded to be true of both
+flavours once generated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ... import _telemetry
+from ..._completion import DEFAULT_COMPLETION_RETRY, CompletionRetry, PendingCompletion
+from ...adapters import InvocationStore, StoreUnavailableError
+from ...adapters._progress import progress_reader
+from ...kernel import (
+    CanonicalRecord,
+    Citation,
+    ErrorCode,
+    Limits,
+    ProgressReport,
+    RunContext,
+    RunState,
+    SweptStale,
+    ToolCallEnvelope,
+    cite,
+    is_safe_id,
+    project_progress,
+    sweep_candidates,
+    transition,
+)
+from .._core import DEFAULT_LIMITS, Core, awaits_projection, new_token, read_clock, unavailable
+from .._edge import check_context, check_older_than, check_run_parameters, exact_text
+from .._registry import ToolRegistry
+from .._result import BoundaryResult
+from .._runner import StoreMethod, check_tool, pause, run_tool
+
+__all__ = ["ToolBoundary"]
+
+T = TypeVar("T")
+
+
+def _store(method: StoreMethod[T], *args: Any, **kwargs: Any) -> T:
+    """Call a store method; any exception it raises becomes a safe StoreUnavailableError."""
+    try:
+        with _telemetry.phase("store"):
+            return method(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+        raise unavailable(exc) from None
+
+
+class ToolBoundary(Core):
+    """The boundary harnesses call for every tool call (CIS-BND-1, CIS-BND-5).
+
+    ``store``: an :class:`~invocation_store.adapters.InvocationStore`
+    (MemoryStore, RedisStore or your own). ``registry``: the harness's
+    tools; which kinds of callable this boundary runs, and how, is
+    :func:`~invocation_store.boundary._runner.run_tool`'s and
+    :func:`~invocation_store.boundary._runner.check_tool`'s (the latter raises
+    ``TypeError`` for a tool this boundary cannot run). ``limits``: byte limits (UTF-8
+    bytes). ``token_factory``: draws the per-invocation retry token (CIS-RETRY-1; never
+    an id, never derived from one). ``logger``: where type names and codes are logged
+    (default ``invocation_store.boundary``). ``completion_retry``: how long a
+    completion the store refuses to take is retried before it is held (CIS-DUR-5).
+
+    Concurrent ``invoke`` calls of one run (from threads, or tasks of one loop) are
+    safe when the store is: the store decides duplicates and budgets atomically
+    (CIS-RUN-5).
+    """
+
+    def __init__(
+        self,
+        store: InvocationStore,
+        registry: ToolRegistry,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        token_factory: Callable[[], str] = new_token,
+        logger: logging.Logger | None = None,
+        completion_retry: CompletionRetry = DEFAULT_COMPLETION_RETRY,
+    ) -> None:
+        super().__init__(registry, limits, token_factory, logger, completion_retry)
+        self.store = store
+        for name in registry.names():
+            tool = registry.get(name)
+            assert tool is not None
+            check_tool(tool)
+
+    def now_ms(self) -> int:
+        """The store's clock in integer ms (for absolute deadlines: ``now_ms() + budget``)."""
+        return self.store.now_ms()
+
+    # -- runs -----------------------------------------------------------------------
+
+    @_telemetry.observed_run
+    def open_run(
+        self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
+    ) -> RunContext | ErrorCode:
+        """Open an ACTIVE run and return its :class:`RunContext` (CIS-RUN-1).
+
+        ``deadline_ms`` is absolute (epoch ms, e.g. ``boundary.now_ms() + 60_000``);
+        calls at or after it are RUN_DEADLINE_EXCEEDED (CIS-RUN-4). ``ttl_ms`` is the
+        TTL every record of the run gets at creation (CIS-TTL-1); ``tool_call_budget``
+        the most calls admitted (CIS-RUN-5); ``byte_budget`` the run's cumulative UTF-8
+        bytes (CIS-RUN-6). Budgets are enforced atomically in the store, so worker
+        processes sharing the run cannot overspend it.
+
+        Domain failures are returned, never raised: RUN_MISMATCH for an unsafe run id,
+        INVALID_TRANSITION for a live run opened with other parameters (reopening with
+        the same ones returns the same context, CIS-RETRY-3), STORE_UNAVAILABLE when
+        the store fails. Raises ``ValueError`` (programming errors) for a parameter
+        that is not an int, a negative deadline or budget, a non-positive TTL, any
+        value above ``2**53 - 1`` or ``deadline_ms + ttl_ms`` above it (the largest
+        integer every store keeps exactly, kernel ``MAX_SAFE_INT``).
+        """
+        check_run_parameters(deadline_ms, ttl_ms, tool_call_budget, byte_budget)
+        run_id = exact_text(run_id)
+        if not is_safe_id(run_id):
+            return ErrorCode.RUN_MISMATCH
+        try:
+            result = _store(
+                self.store.open_run,
+                run_id,
+                deadline_ms=deadline_ms,
+                ttl_ms=ttl_ms,
+                tool_call_budget=tool_call_budget,
+                byte_budget=byte_budget,
+            )
+        except StoreUnavailableError as exc:
+            return self._store_failed_code(exc, "open_run")
+        return result if isinstance(result, ErrorCode) else RunContext(run_id=run_id)
+
+    @_telemetry.observed_run
+    def cancel_run(self, context: RunContext) -> RunState | ErrorCode:
+        """ACTIVE -> CANCELLED; later calls are RUN_INACTIVE (CIS-RUN-2, CIS-RUN-3).
+
+        Returns the new run state, or RUN_INACTIVE (unknown or expired run),
+        INVALID_TRANSITION (already cancelled or closed), STORE_UNAVAILABLE. Calls
+        already running finish normally.
+        """
+        return self._end_run(self.store.cancel_run, "cancel_run", context)
+
+    @_telemetry.observed_run
+    def close_run(self, context: RunContext) -> RunState | ErrorCode:
+        """ACTIVE -> CLOSED; later calls are RUN_INACTIVE (CIS-RUN-2, CIS-RUN-3).
+
+        Same returns as :meth:`cancel_run`. Records are kept: progress and citations
+        still read them until their TTL.
+        """
+        return self._end_run(self.store.close_run, "close_run", context)
+
+    def _end_run(
+        self, end: StoreMethod[RunState | ErrorCode], operation: str, context: RunContext
+    ) -> RunState | ErrorCode:
+        """``end(run_id)`` (the store's cancel_run or close_run); a store failure is its code."""
+        context = check_context(context)
+        try:
+            return _store(end, context.run_id)
+        except StoreUnavailableError as exc:
+            return self._store_failed_code(exc, operation)
+
+    # -- one call -------------------------------------------------------------------
+
+    @_telemetry.observed_invoke
+    def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
+        """Run one tool call from envelope to bounded result (CIS-BND-1, CIS-BND-2).
+
+        ``context`` is the harness's explicit run (the source of truth for the run id,
+        CIS-PRE-3); ``envelope`` the call as the model framework produced it (see
+        :mod:`invocation_store.providers`). Returns a :class:`BoundaryResult`: every
+        executor, projector and store failure is a code in it, never an exception
+        (CIS-FAIL-1). A rejected call writes nothing and never reaches the executor
+        (CIS-PRE-1); the executor runs at most once per (run, tool_call_id)
+        (CIS-BND-6), and once when the store client resent this call's create
+        (CIS-RETRY-2). A success costs two store round trips: create, complete.
+        Envelope text is read as exact ``str`` copies (package docstring, "Text at
+        the edge"). How the executor and projector run, and which interruptions
+        escape, is :func:`~invocation_store.boundary._runner.run_tool`'s
+        (CIS-FAIL-2, CIS-FAIL-3): an interrupted call leaves its record PROJECTING,
+        for :meth:`sweep_stale`.
+
+        Raises ``TypeError`` only for programming errors: a context that is not a
+        RunContext, an envelope that is not a ToolCallEnvelope, a tool this boundary
+        does not run (:func:`~invocation_store.boundary._runner.check_tool`), a
+        token factory returning a non-string.
+        """
+        prepared = self._prepare(context, envelope)
+        if isinstance(prepared, BoundaryResult):
+            return prepared
+        tool = prepared.tool
+        check_tool(tool)
+        echo = prepared.tool_call_id
+        held = self.completions.retry_of(context.run_id, echo, tool.name, prepared.arguments)
+        if held is not None:  # the harness retries a call whose completion we hold (CIS-DUR-5)
+            return self._finish_held(held, echo)
+        operation = "create"
+        try:
+            request = self._request(context, prepared, read_clock(self.store.now_ms))
+        except StoreUnavailableError as exc:
+            return self._store_failed(exc, operation, echo)
+        claimed = self._claim(request.invocation_token)
+        try:
+            admitted = _store(self.store.create, request, self.limits)
+            if isinstance(admitted, ErrorCode):
+                return self._admission_refused(admitted, echo)
+            if admitted.replayed and not self._own_replay(admitted, request, claimed):
+                return self._replayed(echo)
+            created = admitted.record
+            operation = "clock"
+            with _telemetry.phase("execute"):
+                executed = run_tool(tool.executor, tool.timeout_ms, prepared.executor_args)
+            final = self._after_execution(created, executed, read_clock(self.store.now_ms))
+            if isinstance(final, CanonicalRecord) and awaits_projection(final):
+                raw = final.raw_response
+                with _telemetry.phase("project"):
+                    projected = run_tool(tool.projector, None, raw, prepared.projector_args)
+                final = self._after_projection(final, projected, read_clock(self.store.now_ms))
+            if isinstance(final, ErrorCode):
+                return self._kernel_refused(final, echo)
+            operation = "complete"
+            stored = self._complete(PendingCompletion(created=created, final=final))
+        except StoreUnavailableError as exc:
+            return self._store_failed(exc, operation, echo)
+        return self._finish(final, stored, echo)
+
+    # -- held completions (CIS-DUR-5) -----------------------------------------------
+
+    def _complete(self, pending: PendingCompletion) -> CanonicalRecord | ErrorCode:
+        """The store's compare-and-set ``created -> final``, retried after StoreUnavailableError (CIS-DUR-5).
+
+        Returns the store's answer (the completion is then no longer held); once the
+        retry budget is spent (``self.completions.pauses``), the completion is held
+        and the last StoreUnavailableError raised. The compare-and-set is idempotent:
+        one that landed replays as itself (CIS-RETRY-2).
+        """
+        pauses = self.completions.pauses(pending)
+        while True:
+            try:
+                stored = _store(self.store.complete, pending.created, pending.final)
+            except StoreUnavailableError:
+                seconds = next(pauses, None)
+                if seconds is None:
+                    raise
+                pause(seconds)
+                continue
+            self.completions.settled(pending)
+            return stored
+
+    def _finish_held(self, held: PendingCompletion, echo: str | None) -> BoundaryResult:
+        """Apply a held completion (retried within the budget); the call's result, or STORE_UNAVAILABLE."""
+        try:
+            stored = self._complete(held)
+        except StoreUnavailableError as exc:
+            return self._store_failed(exc, "complete", echo)
+        return self._finish(held.final, stored, echo)
+
+    def finish_pending(self, context: RunContext) -> dict[str, BoundaryResult]:
+        """Apply every completion this boundary holds for the run; results by tool_call_id (CIS-DUR-5).
+
+        A completion the store takes (or answers with a code, e.g. INVALID_TRANSITION
+        after a sweep) is no longer held; one that still fails stays held and its
+        result is STORE_UNAVAILABLE. See :meth:`pending_completions`.
+        """
+        context = check_context(context)
+        results: dict[str, BoundaryResult] = {}
+        for _, tool_call_id in self.completions.keys(context.run_id):
+            held = self.completions.get(context.run_id, tool_call_id)
+            if held is not None:
+                results[tool_call_id] = self._finish_held(held, tool_call_id)
+        return results
+
+    # -- reads ----------------------------------------------------------------------
+
+    @_telemetry.observed_run
+    def project_progress(self, context: RunContext) -> ProgressReport:
+        """The run's completed calls as bounded observed facts (CIS-PROG-1..5).
+
+        Reads the run's ordered completed ids (the tracker keeps identities only),
+        resolves them in ONE batched read of only the fields facts need (the store's
+        ``get_progress``, else ``get_many`` without raw responses, CIS-PERF-3), and lets the
+        kernel keep READY records of this run in execution order, capped by
+        ``limits.max_facts`` and ``limits.max_fact_bytes`` (a fact that does not fit
+        is omitted whole, never truncated). Missing, expired, other-run, PROJECTING
+        and ERROR identities are counted by reason in ``excluded``; NO_EVIDENCE facts
+        are marked ``negative``. Raises :class:`StoreUnavailableError` (fixed, safe
+        message) if the store fails.
+        """
+        context = check_context(context)
+        run_id = context.run_id
+        try:
+            identities = _store(self.store.completed, run_id)
+            reader = progress_reader(self.store)
+            records = _store(reader, run_id, identities) if identities else {}
+            now_ms = read_clock(self.store.now_ms)
+        except StoreUnavailableError as exc:
+            raise self._store_failed_raise(exc, "progress") from None
+        return project_progress(run_id, identities, records, now_ms, self.limits)
+
+    @_telemetry.observed_run
+    def cite(self, context: RunContext, tool_call_id: str) -> Citation:
+        """May the agent cite this call? (CIS-REF-1..3).
+
+        READY + EVIDENCE_FOUND of this run: EVIDENCE with its content and scope;
+        READY + NO_EVIDENCE: NEGATIVE_OBSERVATION with its scope; anything else
+        (ERROR, PROJECTING, missing, expired, other run, unsafe id):
+        NOT_REFERENCABLE with its reason. An unsafe id is answered without touching
+        the store, as NOT_REFERENCABLE/UNSAFE_ID with ``tool_call_id`` None: its text is
+        never echoed (CIS-ERR-1). A ``str`` subclass id is read as
+        an exact copy of its characters. Never raw data. Raises
+        :class:`StoreUnavailableError` if the store fails.
+        """
+        context = check_context(context)
+        tool_call_id = exact_text(tool_call_id)
+        if not is_safe_id(tool_call_id):
+            return cite(context.run_id, tool_call_id, None, 0)
+        try:
+            record = _store(self.store.get, context.run_id, tool_call_id)
+            now_ms = read_clock(self.store.now_ms)
+        except StoreUnavailableError as exc:
+            raise self._store_failed_raise(exc, "cite") from None
+        return cite(context.run_id, tool_call_id, record, now_ms)
+
+    @_telemetry.observed_run
+    def sweep_stale(self, context: RunContext, older_than_ms: int) -> int:
+        """Move this run's PROJECTING records at least ``older_than_ms`` old to ERROR (CIS-LIFE-7).
+
+        The candidates are kernel ``sweep_candidates`` (the run's live PROJECTING
+        records); each becomes ERROR/STALE_PROJECTION through the kernel's SweptStale
+        event and one compare-and-set (a raw response it held stays, harness-only);
+        younger records are left alone (NOT_STALE). A worker completing concurrently
+        either wins its compare-and-set or gets INVALID_TRANSITION, never both writes.
+        Returns the number of records swept. Raises :class:`StoreUnavailableError` if
+        the store fails, ``ValueError`` for a negative age.
+        """
+        context = check_context(context)
+        check_older_than(older_than_ms)
+        run_id = context.run_id
+        swept = 0
+        try:
+            # An id re-admitted after its record expired is listed twice: sweep it once.
+            ids = tuple(dict.fromkeys(_store(self.store.calls, run_id)))
+            records = _store(self.store.get_many, run_id, ids) if ids else {}
+            listed = [records.get(tool_call_id) for tool_call_id in ids]
+            candidates = sweep_candidates(listed, run_id, read_clock(self.store.now_ms)) if ids else ()
+            for record in candidates:
+                event = SweptStale(now_ms=read_clock(self.store.now_ms), older_than_ms=older_than_ms)
+                after = transition(record, event, self.limits)
+                if isinstance(after, ErrorCode):
+                    continue  # NOT_STALE, or expired meanwhile
+                if isinstance(_store(self.store.complete, record, after), CanonicalRecord):
+                    swept += 1
+        except StoreUnavailableError as exc:
+            raise self._store_failed_raise(exc, "sweep") from None
+        return self._swept(swept)
