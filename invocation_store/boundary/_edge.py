@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from ..kernel import MAX_SAFE_INT, EvidenceStatus, Projection, RunContext, ToolCallEnvelope
+from ..kernel import check_run_parameters as kernel_check_run_parameters
 
 __all__ = [
     "check_context",
@@ -148,22 +149,7 @@ def check_older_than(older_than_ms: object) -> None:
 def check_run_parameters(
     deadline_ms: object, ttl_ms: object, tool_call_budget: object, byte_budget: object
 ) -> None:
-    """Raise ``ValueError`` unless every parameter is an int within its range (CIS-RUN-1).
-
-    Ranges: ``deadline_ms`` and both budgets ``[0, 2**53 - 1]``, ``ttl_ms``
-    ``[1, 2**53 - 1]``, and ``deadline_ms + ttl_ms`` (when the run state lapses) at
-    most ``2**53 - 1``: larger values are not exact in every store (Lua numbers are
-    doubles), a caller's error rather than a store failure (CIS-FAIL-5).
-    """
-    for name, value, minimum in (
-        ("deadline_ms", deadline_ms, 0),
-        ("ttl_ms", ttl_ms, 1),
-        ("tool_call_budget", tool_call_budget, 0),
-        ("byte_budget", byte_budget, 0),
-    ):
-        if not is_int_in(value, minimum):
-            raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
-    assert isinstance(deadline_ms, int)
-    assert isinstance(ttl_ms, int)
-    if deadline_ms + ttl_ms > MAX_SAFE_INT:
-        raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
+    """``ValueError`` unless each parameter is in range (kernel ``check_run_parameters``, CIS-RUN-1)."""
+    kernel_check_run_parameters(
+        deadline_ms=deadline_ms, ttl_ms=ttl_ms, tool_call_budget=tool_call_budget, byte_budget=byte_budget
+    )

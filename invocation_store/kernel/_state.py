@@ -68,6 +68,7 @@ __all__ = [
     "cancel_run",
     "check_begin",
     "check_completion",
+    "check_run_parameters",
     "close_run",
     "decide_complete",
     "is_well_formed",
@@ -662,6 +663,33 @@ def run_usage_after(run: RunState, before: CanonicalRecord, after: CanonicalReco
     )
 
 
+def check_run_parameters(
+    *, deadline_ms: object, ttl_ms: object, tool_call_budget: object, byte_budget: object
+) -> None:
+    """Raise ``ValueError`` unless a run's parameters are in range (CIS-RUN-1, CIS-STORE-8).
+
+    ``deadline_ms`` (integer ms), ``tool_call_budget`` and ``byte_budget`` (UTF-8
+    bytes) must be ints (not bool) in ``[0, MAX_SAFE_INT]``, ``ttl_ms`` in
+    ``[1, MAX_SAFE_INT]``, and ``deadline_ms + ttl_ms`` (when the run state lapses)
+    at most ``MAX_SAFE_INT`` (``2**53 - 1``): larger values are not exact in every
+    store (Lua numbers are doubles) nor in I-JSON. A value out of range is the
+    caller's error, never a store failure. :func:`open_run` and the boundary's
+    ``open_run`` both call this, so the ranges are stated once.
+    """
+    for name, value, minimum in (
+        ("deadline_ms", deadline_ms, 0),
+        ("ttl_ms", ttl_ms, 1),
+        ("tool_call_budget", tool_call_budget, 0),
+        ("byte_budget", byte_budget, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SAFE_INT:
+            raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
+    assert isinstance(deadline_ms, int)
+    assert isinstance(ttl_ms, int)
+    if deadline_ms + ttl_ms > MAX_SAFE_INT:
+        raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
+
+
 def open_run(
     existing: RunState | None = None,
     *,
@@ -685,17 +713,11 @@ def open_run(
     """
     if not is_safe_id(run_id):
         return ErrorCode.RUN_MISMATCH
-    for name, value, minimum in (
-        ("now_ms", now_ms, 0),
-        ("deadline_ms", deadline_ms, 0),
-        ("ttl_ms", ttl_ms, 1),
-        ("tool_call_budget", tool_call_budget, 0),
-        ("byte_budget", byte_budget, 0),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SAFE_INT:
-            raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
-    if deadline_ms + ttl_ms > MAX_SAFE_INT:
-        raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
+    if isinstance(now_ms, bool) or not isinstance(now_ms, int) or not 0 <= now_ms <= MAX_SAFE_INT:
+        raise ValueError("now_ms must be an int in [0, 2**53 - 1]")
+    check_run_parameters(
+        deadline_ms=deadline_ms, ttl_ms=ttl_ms, tool_call_budget=tool_call_budget, byte_budget=byte_budget
+    )
     fresh = RunState(
         run_id=run_id,
         status=RunStatus.ACTIVE,
