@@ -73,15 +73,13 @@ from ..kernel import (
     Limits,
     ProgressView,
     RunState,
-    call_key,
-    done_key,
     is_live,
     is_safe_id,
     live,
-    run_key,
 )
 from . import _redis_core as core
 from ._protocol import StoreUnavailableError
+from ._redis_keys import call_key, done_key, run_key
 from ._redis_retry import DEFAULT_RETRY, TRANSIENT, RetryPolicy
 from ._redis_scripts import (
     COMPLETE_SCRIPT,

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import redis
 from attrs import evolve
 
-from invocation_store.adapters import AsyncInvocationStore, InvocationStore
+from invocation_store.adapters import AsyncInvocationStore, InvocationStore, call_key
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
@@ -31,7 +31,6 @@ from invocation_store.kernel import (
     ProjectionReceived,
     RawReceived,
     RunState,
-    call_key,
     transition,
 )
 from invocation_store.testing import FakeClock

@@ -12,16 +12,13 @@ from attrs import evolve
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from invocation_store.adapters import AsyncRedisStore, RedisStore
+from invocation_store.adapters import AsyncRedisStore, RedisStore, call_key, done_key, run_key
 from invocation_store.kernel import (
     Admission,
     ErrorCode,
     ProgressView,
     RunState,
     RunStatus,
-    call_key,
-    done_key,
-    run_key,
 )
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import (

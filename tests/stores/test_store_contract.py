@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from attrs import evolve
 
-from invocation_store.adapters import StoreUnavailableError
+from invocation_store.adapters import StoreUnavailableError, call_key, run_key
 from invocation_store.adapters._redis_core import STAGE_ABOVE_BYTES, STAGE_TTL_MS
 from invocation_store.kernel import (
     Admission,
@@ -29,10 +29,8 @@ from invocation_store.kernel import (
     RunState,
     RunStatus,
     admit,
-    call_key,
     project_progress,
     record_bytes,
-    run_key,
     transition,
     utf8_len,
 )
