@@ -1,13 +1,12 @@
 # Generated from invocation_store/adapters/_async/redis.py by scripts/unasync.py: do not edit by hand.
 """The Redis store, written once as asyncio code; the blocking flavour is generated from it.
 
-``scripts/unasync.py`` derives the blocking store (``redis.Redis``) from the asyncio
-one (``redis.Redis``) by line substitutions; :mod:`invocation_store.adapters.redis`
-states the contract (scripts, round trips, durability, failures, clocks) and
-re-exports both. What text substitution cannot derive (reaching every cluster
-primary, waiting for durability on a cluster, sleeping) lives in
-``_redis_flavour.py``, one class per flavour; what both share outside the class
-lives in ``_redis_common.py``.
+``scripts/unasync.py`` derives the blocking store from the asyncio one by line
+substitutions (see its ``SUBS``). :mod:`invocation_store.adapters.redis` states
+the contract (scripts, round trips, durability, failures, clocks) and re-exports
+both. What text substitution cannot derive (reaching every cluster primary,
+waiting for durability on a cluster, sleeping) lives in ``_redis_flavour.py``, one
+class per flavour; what both share outside the class lives in ``_redis_common.py``.
 """
 
 from __future__ import annotations
