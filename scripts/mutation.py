@@ -86,13 +86,13 @@ EQUIVALENT.update(
         "invocation_store.adapters._redis_core.x_finish_end_run__mutmut_17": (
             "END_RUN_SCRIPT refusals carry 0 or 10 run values: 2 or 12 items, never 3"
         ),
-        f"invocation_store.adapters.redis.x{_SEP}RedisStore{_SEP}__init____mutmut_8": (
+        f"invocation_store.adapters._sync.redis.x{_SEP}RedisStore{_SEP}__init____mutmut_8": (
             "the 'scripts loaded' flag starts as None instead of False: only its truth is read"
         ),
-        f"invocation_store.adapters.redis.x{_SEP}RedisStore{_SEP}_send_complete__mutmut_1": (
+        f"invocation_store.adapters._sync.redis.x{_SEP}RedisStore{_SEP}_send_complete__mutmut_1": (
             "a CompleteCall's staged text and staging key are set together or not at all"
         ),
-        f"invocation_store.adapters.redis.x{_SEP}AsyncRedisStore{_SEP}_send_complete__mutmut_22": (
+        f"invocation_store.adapters._async.redis.x{_SEP}AsyncRedisStore{_SEP}_send_complete__mutmut_22": (
             "SET NX on a staging key named with a fresh random nonce: it never exists before"
         ),
         f"invocation_store.adapters.memory.x{_SEP}MemoryStore{_SEP}close_run__mutmut_2": (
@@ -106,7 +106,8 @@ ADAPTERS_TABLE = """[tool.mutmut]
 source_paths = ["invocation_store/"]
 only_mutate = [
     "invocation_store/adapters/memory.py",
-    "invocation_store/adapters/redis.py",
+    "invocation_store/adapters/_async/redis.py",
+    "invocation_store/adapters/_sync/redis.py",
     "invocation_store/adapters/_redis_core.py",
 ]
 also_copy = ["conftest.py", "spec/"]

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS: tuple[tuple[str, str], ...] = (
     ("invocation_store/adapters/_async/protocol.py", "invocation_store/adapters/_sync/protocol.py"),
     ("invocation_store/boundary/_async/boundary.py", "invocation_store/boundary/_sync/boundary.py"),
+    ("invocation_store/adapters/_async/redis.py", "invocation_store/adapters/_sync/redis.py"),
 )
 
 #: Ordered (pattern, replacement) substitutions applied to every line.
@@ -41,6 +42,10 @@ SUBS: tuple[tuple[str, str], ...] = (
     (r"\b__anext__\b", "__next__"),
     (r"\bStopAsyncIteration\b", "StopIteration"),
     (r"\basyncio\.sleep\(", "time.sleep("),
+    # -- Redis store (adapters/_async/redis.py): redis-py's asyncio clients close with
+    # aclose(); the per-flavour helpers (AsyncRedisFlavour, AsyncSend, AsyncCommand)
+    # and AsyncScript go by the Async prefix rule below.
+    (r"\baclose\(\)", "close()"),
     (r"\bredis\.asyncio\.cluster\b", "redis.cluster"),
     (r"\bredis\.asyncio\b", "redis"),
     (r"\bAsync([A-Z]\w*)", r"\1"),

@@ -104,3 +104,26 @@ def test_the_generated_boundary_offers_every_method_of_its_source() -> None:
     assert public(ToolBoundary) == public(AsyncToolBoundary)
     assert "invoke" in public(ToolBoundary)
     assert ToolBoundary.__module__ == "invocation_store.boundary._sync.boundary"
+
+
+def test_the_redis_substitutions_close_and_name_the_blocking_flavour() -> None:
+    """CIS-STORE-1: redis-py's ``aclose()`` becomes ``close()`` (``aclose_all`` is left alone), the
+    asyncio cluster client becomes the blocking one, and the per-flavour helpers lose their prefix."""
+    script = _script()
+    source = (
+        "import redis.asyncio.cluster\n"
+        "    client: redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster\n"
+        "        await AsyncRedisFlavour.sleep(0.1)\n"
+        "    async def _io(self, send: AsyncSend[T]) -> T:\n"
+        "        await self._client.aclose()\n"
+        "        await pool.aclose_all()\n"
+    )
+    text = script.generated_text(source, "pkg/_async/redis.py")
+    assert text.splitlines()[1:] == [
+        "import redis.cluster",
+        "    client: redis.Redis | redis.cluster.RedisCluster",
+        "        RedisFlavour.sleep(0.1)",
+        "    def _io(self, send: Send[T]) -> T:",
+        "        self._client.close()",
+        "        pool.aclose_all()",
+    ]

@@ -2,6 +2,7 @@
 
 from ._forwarding import ForwardingStore
 from ._protocol import AsyncInvocationStore, InvocationStore, StoreUnavailableError
+from ._redis_keys import call_key, done_key, run_key
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
 from .redis import (
     DEFAULT_PREFIX,
@@ -27,5 +28,8 @@ __all__ = [
     "StoreUnavailableError",
     "UnsafeServerError",
     "UnsupportedRedisError",
+    "call_key",
+    "done_key",
+    "run_key",
     "wall_clock_ms",
 ]

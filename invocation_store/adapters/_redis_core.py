@@ -51,24 +51,22 @@ from ..kernel import (
     RunState,
     RunStatus,
     admit,
-    call_key,
     cancel_run,
     check_begin,
     check_completion,
     close_run,
     completion_charge,
     decide_completion,
-    done_key,
     is_safe_id,
     is_well_formed,
     is_well_formed_outcome,
     lifetime_is_intact,
     open_run,
     remaining_ms,
-    run_key,
     transition,
     utf8_len,
 )
+from ._redis_keys import call_key, calls_key, check_prefix, done_key, raw_key, run_key
 from ._redis_scripts import CREATE_RUN_ORDER, RUN_FIELDS
 
 __all__ = [
@@ -161,30 +159,6 @@ class CorruptReplyError(ValueError):
 # -- keys ------------------------------------------------------------------------------
 
 
-def check_prefix(prefix: str) -> str:
-    """Return ``prefix`` if it can prefix keys (non-empty, no braces); else ``ValueError``."""
-    run_key(prefix, "x")
-    return prefix
-
-
-def calls_key(prefix: str, run_id: str) -> str:
-    """Key of a run's admission-ordered call list: ``<prefix>:{<run_id>}:calls`` (CIS-KEY-1).
-
-    Raises ``ValueError`` for an unsafe run id or a prefix with braces.
-    """
-    run_key(prefix, run_id)  # validates both parts
-    return f"{prefix}:{{{run_id}}}:calls"
-
-
-def raw_key(prefix: str, run_id: str, tool_call_id: str) -> str:
-    """Key of a record's raw response: ``<prefix>:{<run_id>}:raw:<tool_call_id>`` (CIS-KEY-1).
-
-    Raises ``ValueError`` for unsafe ids or a prefix with braces.
-    """
-    call_key(prefix, run_id, tool_call_id)  # validates every part
-    return f"{prefix}:{{{run_id}}}:raw:{tool_call_id}"
-
-
 def _wire(text: str) -> bytes | str:
     """``text`` as UTF-8 bytes, sent as is by redis-py (no per-call encoding).
 
@@ -229,7 +203,7 @@ class RunKeys:
         self._raw_wire = _wire(f"{base}:raw:")
 
     def record(self, tool_call_id: str) -> str:
-        """The record HASH key (= kernel ``call_key``) of a tool_call_id already known to be safe."""
+        """The record HASH key (= :func:`call_key`) of a tool_call_id already known to be safe."""
         return f"{self._base}:call:{tool_call_id}"
 
     def raw(self, tool_call_id: str) -> str:
@@ -257,7 +231,7 @@ def _cached_run_keys(prefix: str, run_id: str) -> RunKeys | None:
         return None
     keys = RunKeys(prefix, run_id)  # run_key() validates the prefix
     if keys.record("x") != call_key(prefix, run_id, "x"):  # pragma: no cover - layout guard
-        raise AssertionError("key layout differs from the kernel's call_key")
+        raise AssertionError("key layout differs from call_key")
     return keys
 
 

@@ -22,12 +22,9 @@ from ._effects import (
 from ._ids import (
     BLANK_CODE_POINTS,
     MAX_ID_LENGTH,
-    call_key,
     check_tool_call_id,
-    done_key,
     is_blank,
     is_safe_id,
-    run_key,
 )
 from ._ijson import check_arguments
 from ._lifetime import lifetime_is_intact
@@ -135,7 +132,6 @@ __all__ = [
     "TransitionResult",
     "admit",
     "agent_view",
-    "call_key",
     "cancel_run",
     "check_arguments",
     "check_begin",
@@ -149,7 +145,6 @@ __all__ = [
     "completion_charge",
     "decide_complete",
     "decide_completion",
-    "done_key",
     "failure_view",
     "is_blank",
     "is_live",
@@ -166,7 +161,6 @@ __all__ = [
     "project_progress",
     "record_bytes",
     "remaining_ms",
-    "run_key",
     "run_usage_after",
     "sweep_candidates",
     "text_bytes",

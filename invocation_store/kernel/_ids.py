@@ -1,8 +1,9 @@
-"""Safe ids and the key factory (CIS-ID-1..6).
+"""Safe ids (CIS-ID-1..6).
 
 Ids are never generated, normalised, trimmed or replaced: a safe id is used exactly
-as supplied, an unsafe one is rejected. Keys put the run id in a Redis Cluster hash
-tag so that all keys of one run map to one slot (CIS-KEY-2).
+as supplied, an unsafe one is rejected. A safe id holds no ``{`` or ``}``, which is
+what makes the Redis adapter's keys injective (``adapters/_redis_keys.py``,
+CIS-KEY-3); the key strings themselves are the adapter's, not the kernel's.
 """
 
 from __future__ import annotations
@@ -15,12 +16,9 @@ from ._codes import ErrorCode
 __all__ = [
     "BLANK_CODE_POINTS",
     "MAX_ID_LENGTH",
-    "call_key",
     "check_tool_call_id",
-    "done_key",
     "is_blank",
     "is_safe_id",
-    "run_key",
 ]
 
 #: Longest safe id, in characters (= bytes, ids being ASCII) (CIS-ID-1).
@@ -64,38 +62,3 @@ def check_tool_call_id(value: object) -> ErrorCode | None:
     if type(value) is not str or _SAFE_ID.fullmatch(value) is None:
         return ErrorCode.UNSAFE_TOOL_CALL_ID  # a str subclass is never a safe id
     return None
-
-
-def _check_key_parts(prefix: str, run_id: str) -> None:
-    if not is_safe_id(run_id):
-        raise ValueError("run_id is not a safe id")
-    if not prefix or "{" in prefix or "}" in prefix:
-        raise ValueError("key prefix must be non-empty and contain no '{' or '}'")
-
-
-def run_key(prefix: str, run_id: str) -> str:
-    """Key of a run's state: ``<prefix>:{<run_id>}:run`` (CIS-KEY-1, CIS-KEY-2).
-
-    Raises ``ValueError`` for an unsafe run id or a prefix containing braces.
-    """
-    _check_key_parts(prefix, run_id)
-    return f"{prefix}:{{{run_id}}}:run"
-
-
-def done_key(prefix: str, run_id: str) -> str:
-    """Key of a run's ordered completed-call list: ``<prefix>:{<run_id>}:done`` (CIS-PROG-1)."""
-    _check_key_parts(prefix, run_id)
-    return f"{prefix}:{{{run_id}}}:done"
-
-
-def call_key(prefix: str, run_id: str, tool_call_id: str) -> str:
-    """Key of one canonical record: ``<prefix>:{<run_id>}:call:<tool_call_id>``.
-
-    Injective for a fixed prefix (CIS-KEY-3): safe ids contain no ``{`` or ``}``, so
-    the run id ends at the first ``}`` and the tool_call_id is the rest after
-    ``:call:``. Raises ``ValueError`` for an unsafe id or prefix.
-    """
-    _check_key_parts(prefix, run_id)
-    if not is_safe_id(tool_call_id):
-        raise ValueError("tool_call_id is not a safe id")
-    return f"{prefix}:{{{run_id}}}:call:{tool_call_id}"

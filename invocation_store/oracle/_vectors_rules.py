@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from attrs import evolve
 
+from ..adapters._redis_keys import call_key, done_key, run_key
 from ..kernel import (
     CanonicalRecord,
     ErrorCode,
@@ -47,14 +48,11 @@ from ..kernel import (
     RunState,
     RunStatus,
     SweptStale,
-    call_key,
     check_arguments,
     cite,
     decide_completion,
-    done_key,
     is_well_formed,
     project_progress,
-    run_key,
     transition,
 )
 from ._vectors import (

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import redis
 
+from invocation_store.adapters import call_key
 from invocation_store.cli import main
-from invocation_store.kernel import call_key
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPT = ROOT / "examples" / "transcripts" / "openai_responses.json"

@@ -8,8 +8,8 @@ rules and the key factory. Hostile inputs live in ``test_hostile.py``; propertie
 from __future__ import annotations
 
 import pytest
-from redis.crc import key_slot
 
+from invocation_store.adapters import call_key
 from invocation_store.kernel import (
     ERROR_MESSAGES,
     MAX_ID_LENGTH,
@@ -19,13 +19,10 @@ from invocation_store.kernel import (
     ToolCallEnvelope,
     ToolPolicy,
     admit,
-    call_key,
     check_envelope,
     check_tool_call_id,
-    done_key,
     is_safe_id,
     preflight,
-    run_key,
 )
 
 from ._helpers import (
@@ -121,45 +118,6 @@ def test_unsafe_ids_are_rejected(value: str) -> None:
         check_envelope(default_context(), envelope(tool_call_id=value), default_policy(), default_limits())
         is ErrorCode.UNSAFE_TOOL_CALL_ID
     )
-
-
-# -- keys --------------------------------------------------------------------------------
-
-
-def test_key_layout_and_configurable_prefix() -> None:
-    """CIS-KEY-1: call, run and done keys are <prefix>:{<run_id>}:...; the prefix is configurable."""
-    assert call_key("cis", "run-1", "call_1") == "cis:{run-1}:call:call_1"
-    assert call_key("tenant-a:cis", "run-1", "call_1") == "tenant-a:cis:{run-1}:call:call_1"
-    assert run_key("cis", "run-1") == "cis:{run-1}:run"
-    assert done_key("cis", "run-1") == "cis:{run-1}:done"
-
-
-@pytest.mark.parametrize(
-    ("prefix", "run_id", "tool_call_id"),
-    [("", "run-1", "c"), ("a{b", "run-1", "c"), ("a}", "run-1", "c"), ("p", "run 1", "c"), ("p", "r", "c d")],
-)
-def test_key_factory_refuses_unsafe_parts(prefix: str, run_id: str, tool_call_id: str) -> None:
-    """CIS-KEY-1, CIS-KERN-2: an unsafe id or a braced prefix is a programming error (ValueError)."""
-    with pytest.raises(ValueError):
-        call_key(prefix, run_id, tool_call_id)
-
-
-def test_all_keys_of_a_run_share_one_cluster_slot() -> None:
-    """CIS-KEY-2: the hash tag is exactly {run_id}, so every key of a run maps to one Redis Cluster slot."""
-    for run_id in ("run-1", "r", "functions.get_weather:0", "R" * 128):
-        keys = [run_key("cis", run_id), done_key("cis", run_id)] + [
-            call_key("cis", run_id, tool_call_id) for tool_call_id in PROVIDER_IDS
-        ]
-        slots = {key_slot(key.encode()) for key in keys}
-        assert slots == {key_slot(run_id.encode())}
-
-
-def test_keys_of_different_pairs_differ() -> None:
-    """CIS-KEY-3: pairs that concatenate alike still give distinct keys (examples; see the property)."""
-    pairs = [("a", "b:c"), ("a:b", "c"), ("a:call:b", "c"), ("a", "call:b:c"), ("a.b", "c"), ("a", "b.c")]
-    keys = {call_key("p", run_id, tool_call_id) for run_id, tool_call_id in pairs}
-    assert len(keys) == len(pairs)
-    assert not keys & {run_key("p", run_id) for run_id, _ in pairs}
 
 
 # -- envelope checks --------------------------------------------------------------------

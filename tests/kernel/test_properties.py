@@ -43,16 +43,13 @@ from invocation_store.kernel import (
     ToolCallEnvelope,
     ToolPolicy,
     admit,
-    call_key,
     cancel_run,
     check_arguments,
     check_envelope,
     close_run,
-    done_key,
     phase_of,
     preflight,
     record_bytes,
-    run_key,
     run_usage_after,
     transition,
 )
@@ -294,30 +291,6 @@ def test_earliest_of_any_failing_subset_wins(faults: frozenset[ErrorCode], data:
     )
     expected = next((code for code in PREFLIGHT_ORDER if code in faults), None)
     assert result is expected, sorted(faults)
-
-
-# -- keys ------------------------------------------------------------------------------------
-
-_key_ids = st.one_of(
-    st.text(alphabet="ac:.-_", min_size=1, max_size=6),
-    st.sampled_from(["call", ":call:", "call:", ":", "a:call:b", "run"]),
-    st.from_regex(SAFE, fullmatch=True),
-)
-
-
-@settings(max_examples=200)
-@given(pairs=st.lists(st.tuples(_key_ids, _key_ids), min_size=2, max_size=30, unique=True))
-def test_key_construction_is_injective(pairs: list[tuple[str, str]]) -> None:
-    """CIS-KEY-3, CIS-KEY-1: distinct (run id, tool_call_id) pairs give distinct keys, each decodable back."""
-    keys = [call_key("cis", run_id, tool_call_id) for run_id, tool_call_id in pairs]
-    assert len(set(keys)) == len(pairs)
-    for (run_id, tool_call_id), key in zip(pairs, keys, strict=True):
-        tag, rest = key.removeprefix("cis:{").split("}", 1)
-        assert (tag, rest.removeprefix(":call:")) == (run_id, tool_call_id)
-    run_level = {run_key("cis", run_id) for run_id, _ in pairs} | {
-        done_key("cis", run_id) for run_id, _ in pairs
-    }
-    assert not run_level & set(keys)
 
 
 # -- byte limits, no truncation ----------------------------------------------------------------

@@ -5,13 +5,13 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from invocation_store.adapters import call_key
 from invocation_store.kernel import (
     ErrorCode,
     ProjectionReceived,
     RunContext,
     ToolCallEnvelope,
     ToolPolicy,
-    call_key,
     check_envelope,
     check_tool_call_id,
     is_safe_id,

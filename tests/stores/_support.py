@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import redis
 from attrs import evolve
 
-from invocation_store.adapters import AsyncInvocationStore, InvocationStore
+from invocation_store.adapters import AsyncInvocationStore, InvocationStore, call_key
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
@@ -27,11 +27,11 @@ from invocation_store.kernel import (
     EvidenceStatus,
     Failed,
     Limits,
+    ProgressView,
     Projection,
     ProjectionReceived,
     RawReceived,
     RunState,
-    call_key,
     transition,
 )
 from invocation_store.testing import FakeClock
@@ -146,6 +146,16 @@ class StoreDriver:
         result: Mapping[str, CanonicalRecord | None] = self._call(
             "get_many", run_id, tool_call_ids, include_raw=include_raw
         )
+        return result
+
+    def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
+        """See :meth:`InvocationStore.get_progress`."""
+        result: Mapping[str, ProgressView | None] = self._call("get_progress", run_id, tool_call_ids)
+        return result
+
+    def raw_sizes(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, int | None]:
+        """See :meth:`RedisStore.raw_sizes` (Redis stores only)."""
+        result: Mapping[str, int | None] = self._call("raw_sizes", run_id, tool_call_ids)
         return result
 
     def completed(self, run_id: str) -> tuple[str, ...]:

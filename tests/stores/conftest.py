@@ -19,17 +19,18 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from invocation_store.adapters import AsyncMemoryStore, MemoryStore, RedisStore
+from invocation_store.adapters import AsyncMemoryStore, AsyncRedisStore, MemoryStore, RedisStore
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_cluster
 
 from ._support import MakeDriver, StoreDriver
 
-#: Every store flavour a contract test runs on. The async Redis store has no cluster
-#: client support, so the cluster flavour is the sync store's.
-FLAVOURS = ("memory", "async-memory", "redis", "async-redis", "redis-cluster")
+#: Every store flavour a contract test runs on: both Redis stores also on a Redis Cluster
+#: client (``redis.cluster`` and ``redis.asyncio.cluster``).
+FLAVOURS = ("memory", "async-memory", "redis", "async-redis", "redis-cluster", "async-redis-cluster")
 REDIS_FLAVOURS = tuple(flavour for flavour in FLAVOURS if "redis" in flavour)
 
 
@@ -74,6 +75,16 @@ class _Drivers:
             self._clients.append(cluster)
             store = RedisStore(cluster, prefix=f"cis-test-{secrets.token_hex(6)}", clock=clock)
             driver = StoreDriver(store, flavour, redis_client=cluster)
+        elif flavour == "async-redis-cluster":
+            urls = request.getfixturevalue("store_cluster_urls")
+            cluster = RedisCluster.from_url(urls[0])  # the test's own view of the keys
+            self._clients.append(cluster)
+            prefix = f"cis-test-{secrets.token_hex(6)}"
+            # The store owns its asyncio client, so the driver closes it in the store's loop.
+            async_store = AsyncRedisStore(
+                AsyncRedisCluster.from_url(urls[0]), prefix=prefix, clock=clock, owns_client=True
+            )
+            driver = StoreDriver(async_store, flavour, redis_client=cluster)
         else:
             url: str = request.getfixturevalue("redis_url")
             client = redis.Redis.from_url(url)

@@ -13,8 +13,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
-from invocation_store.adapters import Durability, RedisStore, RetryPolicy
-from invocation_store.kernel import ErrorCode, EvidenceStatus, Projection, run_key
+from invocation_store.adapters import Durability, RedisStore, RetryPolicy, run_key
+from invocation_store.kernel import ErrorCode, EvidenceStatus, Projection
 from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_cluster
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

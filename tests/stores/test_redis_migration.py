@@ -11,8 +11,8 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from invocation_store.adapters import RedisStore, RetryPolicy, StoreUnavailableError
-from invocation_store.kernel import Admission, ErrorCode, call_key, run_key
+from invocation_store.adapters import RedisStore, RetryPolicy, StoreUnavailableError, call_key, run_key
+from invocation_store.kernel import Admission, ErrorCode
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_cluster
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from invocation_store.adapters import RedisStore, StoreUnavailableError
+from invocation_store.adapters import RedisStore, StoreUnavailableError, done_key, run_key
 from invocation_store.adapters import _redis_core as core
-from invocation_store.kernel import CanonicalRecord, ErrorCode, InvocationStatus, done_key, run_key
+from invocation_store.kernel import CanonicalRecord, ErrorCode, InvocationStatus
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 

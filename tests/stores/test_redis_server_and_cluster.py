@@ -12,16 +12,13 @@ from attrs import evolve
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from invocation_store.adapters import AsyncRedisStore, RedisStore
+from invocation_store.adapters import AsyncRedisStore, RedisStore, call_key, done_key, run_key
 from invocation_store.kernel import (
     Admission,
     ErrorCode,
     ProgressView,
     RunState,
     RunStatus,
-    call_key,
-    done_key,
-    run_key,
 )
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import (
@@ -32,7 +29,7 @@ from invocation_store.testing.redis_server import (
     redis_server,
 )
 
-from ._support import LIMITS, admitted, open_default_run, ready, request
+from ._support import LIMITS, StoreDriver, admitted, open_default_run, ready, request
 
 
 @pytest.fixture(scope="module")
@@ -86,21 +83,29 @@ def cluster_urls(binary: str) -> Iterator[list[str]]:
 
 @pytest.mark.redis
 @pytest.mark.slow
-def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str]) -> None:
+@pytest.mark.parametrize("flavour", ["redis-cluster", "async-redis-cluster"])
+def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str], flavour: str) -> None:
     """CIS-KEY-2, CIS-STORE-2, CIS-STORE-3, CIS-PERF-3: on a 3-master cluster every script and read
-    stays in one slot."""
+    stays in one slot, on the blocking and the asyncio cluster client alike."""
     clock = FakeClock()
     client = RedisCluster.from_url(cluster_urls[0])
-    store = RedisStore(client, prefix="cluster", clock=clock)
+    prefix = "cluster" if flavour == "redis-cluster" else "acluster-same"
+    if flavour == "redis-cluster":
+        store = StoreDriver(RedisStore(client, prefix=prefix, clock=clock), flavour)
+    else:
+        async_client = AsyncRedisCluster.from_url(cluster_urls[0])
+        store = StoreDriver(
+            AsyncRedisStore(async_client, prefix=prefix, clock=clock, owns_client=True), flavour
+        )
     ports = set()
     try:
         for index in range(8):
             run = f"run-{index}"
-            ports.add(client.get_node_from_key(run_key("cluster", run)).port)
+            ports.add(client.get_node_from_key(run_key(prefix, run)).port)
             keys = [
-                run_key("cluster", run),
-                done_key("cluster", run),
-                call_key("cluster", run, "call_1"),
+                run_key(prefix, run),
+                done_key(prefix, run),
+                call_key(prefix, run, "call_1"),
             ]
             assert len({client.keyslot(key) for key in keys}) == 1
             assert isinstance(open_default_run(store, clock(), run_id=run, tool_call_budget=2), RunState)
@@ -129,6 +134,7 @@ def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str]) 
         assert isinstance(open_default_run(store, clock(), run_id="after-flush"), RunState)
         assert len(ports) > 1  # the runs really were spread over several masters
     finally:
+        store.close()
         client.close()
 
 

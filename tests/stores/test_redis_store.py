@@ -27,14 +27,14 @@ from invocation_store.adapters import (
     RetryPolicy,
     StoreUnavailableError,
     UnsupportedRedisError,
+    done_key,
+    run_key,
 )
 from invocation_store.adapters import _redis_core as core
 from invocation_store.kernel import (
     Admission,
     ErrorCode,
     EvidenceStatus,
-    done_key,
-    run_key,
 )
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from attrs import evolve
 
-from invocation_store.adapters import StoreUnavailableError
+from invocation_store.adapters import StoreUnavailableError, call_key, run_key
 from invocation_store.adapters._redis_core import STAGE_ABOVE_BYTES, STAGE_TTL_MS
 from invocation_store.kernel import (
     Admission,
@@ -29,10 +29,8 @@ from invocation_store.kernel import (
     RunState,
     RunStatus,
     admit,
-    call_key,
     project_progress,
     record_bytes,
-    run_key,
     transition,
     utf8_len,
 )
@@ -901,3 +899,28 @@ def test_the_run_key_expires_with_the_run(make_redis_driver: MakeDriver, clock: 
     run = open_default_run(store, clock(), ttl_ms=5_000, deadline_in_ms=1_000)
     remaining = client.pttl(run_key(store.prefix, RUN))
     assert 0 < remaining <= run.expires_at_ms - clock()
+
+
+def test_raw_sizes_measure_raw_responses_without_reading_them(
+    make_redis_driver: MakeDriver, clock: FakeClock
+) -> None:
+    """CIS-DUR-9, CIS-SIZE-1: every Redis flavour sizes each stored raw response in UTF-8 bytes
+    (inline or staged alike); a record without one, an unknown id and an unsafe id are None."""
+    store = make_redis_driver(clock)
+    open_default_run(store, clock())
+    small = admitted(store, request(clock(), "call_1"))
+    large = admitted(store, request(clock(), "call_2"))
+    admitted(store, request(clock(), "call_3"))
+    raw_small = '{"city": "Zürich"}'
+    raw_large = "é" * STAGE_ABOVE_BYTES  # over the staging threshold: renamed into place
+    assert store.complete(small, ready(small, clock(), raw=raw_small)) == ready(small, clock(), raw=raw_small)
+    assert store.complete(large, ready(large, clock(), raw=raw_large)) == ready(large, clock(), raw=raw_large)
+    ids = ["call_1", "call_2", "call_3", "nope", "bad id"]
+    assert dict(store.raw_sizes(RUN, ids)) == {
+        "call_1": len(raw_small.encode()),
+        "call_2": 2 * STAGE_ABOVE_BYTES,
+        "call_3": None,
+        "nope": None,
+        "bad id": None,
+    }
+    assert dict(store.raw_sizes("bad run", ["call_1"])) == {"call_1": None}

@@ -1,0 +1,130 @@
+"""What both Redis store flavours share outside their generated classes: defaults, failures, replies.
+
+``_async/redis.py`` (the source) and ``_sync/redis.py`` (generated from it) import these
+helpers; none does I/O. See :mod:`invocation_store.adapters.redis` for the stores.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from typing import Any, Final
+
+import redis
+
+from . import _redis_core as core
+from ._redis_server import UnsupportedRedisError, parse_info_text
+
+__all__ = [
+    "DEFAULT_MAX_LAG_MS",
+    "DEFAULT_OPTIONS",
+    "DEFAULT_PREFIX",
+    "DEFAULT_TIMEOUT_S",
+    "FAILURES",
+    "LOG",
+    "bad_url",
+    "check_old_version",
+    "max_lag",
+    "nonce",
+    "raise_first_error",
+    "report_failure",
+    "resp2_connection",
+    "server_ms",
+    "split_command",
+]
+
+#: Default key prefix (CIS-KEY-1).
+DEFAULT_PREFIX: Final = "cis"
+
+#: How much later than its caller expects a create's script may start, in ms, by
+#: default for a store on the wall clock (CIS-DUR-11).
+DEFAULT_MAX_LAG_MS: Final = 1_000
+
+#: Socket and connect timeout of stores built by ``from_url``, in seconds.
+DEFAULT_TIMEOUT_S: Final = 5.0
+DEFAULT_OPTIONS: Final = {"socket_timeout": DEFAULT_TIMEOUT_S, "socket_connect_timeout": DEFAULT_TIMEOUT_S}
+
+
+LOG = logging.getLogger("invocation_store.redis")
+LOG.addHandler(logging.NullHandler())
+
+# What a Redis round trip can raise that means "the store failed": redis-py errors
+# (connection, timeout, response, data), socket errors and TimeoutError (OSError),
+# encoding/decoding errors and corrupt replies (ValueError), and malformed replies.
+FAILURES: Final = (redis.RedisError, OSError, ValueError, KeyError, IndexError, TypeError)
+
+
+def report_failure(operation: str, exc: BaseException) -> str:
+    cause = exc.cause if isinstance(exc, core.CorruptReplyError) else type(exc).__name__
+    LOG.warning("redis store: %s failed (%s)", operation, cause)
+    return cause
+
+
+def check_old_version(reply: object) -> None:
+    """Raise UnsupportedRedisError if an unparsed ``INFO server`` reply names a server below 6.2."""
+    try:
+        version = core.parse_version(parse_info_text(reply))
+    except ValueError:
+        return
+    if version < core.MIN_VERSION:
+        raise UnsupportedRedisError(".".join(str(part) for part in version))
+
+
+def max_lag(max_lag_ms: int | None, *, injected_clock: bool) -> int | None:
+    """The lag bound in ms, or None for no check: None means the default (CIS-DUR-11).
+
+    The default compares server ``TIME`` with the store clock only when that clock is
+    the wall clock: an injected clock keeps its own time (tests move it at will).
+    """
+    if max_lag_ms is None:
+        return None if injected_clock else DEFAULT_MAX_LAG_MS
+    if type(max_lag_ms) is not int or max_lag_ms < 0:
+        raise ValueError("max_lag_ms is a non-negative int (0: no check) or None (the default)")
+    return max_lag_ms or None
+
+
+def server_ms(reply: object) -> int:
+    """Milliseconds of a ``TIME`` reply (seconds, microseconds)."""
+    if not isinstance(reply, list | tuple) or len(reply) != 2:
+        raise core.CorruptReplyError("UnexpectedReply")
+    seconds, micros = (int(part) for part in reply)
+    return seconds * 1000 + micros // 1000
+
+
+def raise_first_error(replies: Sequence[object]) -> None:
+    """Raise the first error reply of a pipeline run with ``raise_on_error=False``."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
+def resp2_connection(pool: Any) -> Any:
+    """A fresh RESP2 connection (no ``HELLO``) of ``pool``'s kind, for a version probe; None if RESP2 already.
+
+    Only a client that speaks RESP3 opens connections with ``HELLO 3``. Maintenance
+    notifications (a RESP3 feature) are left out of the probe.
+    """
+    kwargs = dict(pool.connection_kwargs)
+    if str(kwargs.get("protocol")) != "3":
+        return None
+    for name in ("maint_notifications_pool_handler", "maint_notifications_config"):
+        kwargs.pop(name, None)
+    return pool.connection_class(**{**kwargs, "protocol": 2})
+
+
+def nonce() -> str:
+    """A fresh name part for a staging key (16 hex digits)."""
+    return secrets.token_hex(8)
+
+
+def split_command(
+    command: tuple[bytes | str, ...],
+) -> tuple[tuple[bytes | str, ...], tuple[bytes | str, ...]]:
+    """A script call's (KEYS, ARGV) from numkeys, KEYS, ARGV."""
+    count = int(command[0])
+    return command[1 : 1 + count], command[1 + count :]
+
+
+def bad_url() -> ValueError:
+    return ValueError("not a usable Redis URL (expected redis://, rediss:// or unix://)")
