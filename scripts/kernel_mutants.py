@@ -44,7 +44,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "invocation_store" / "kernel"
 #: The kernel modules whose decisions are mutated (value classes and codes are not rules).
-MODULES = ("_ids.py", "_ijson.py", "_sizes.py", "_state.py", "_refs.py", "_preflight.py")
+MODULES = (
+    "_ids.py",
+    "_ijson.py",
+    "_sizes.py",
+    "_state.py",
+    "_refs.py",
+    "_preflight.py",
+    "_effects.py",
+    "_views.py",
+    "_lifetime.py",
+    "_models.py",
+)
 
 _SWAP: dict[type[ast.AST], type[ast.AST]] = {
     ast.Lt: ast.LtE,
