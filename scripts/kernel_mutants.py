@@ -43,7 +43,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "invocation_store" / "kernel"
-#: The kernel modules whose decisions are mutated (value classes and codes are not rules).
+#: Every kernel module holding a decision: their decisions are mutated. ``_models.py``
+#: is one (its validators refuse caller errors, CIS-SIZE-1; ``terminal``).
 MODULES = (
     "_ids.py",
     "_ijson.py",
@@ -56,6 +57,13 @@ MODULES = (
     "_lifetime.py",
     "_models.py",
 )
+
+#: Kernel modules that hold no decision, each with the reason (every other module is in MODULES).
+NO_DECISIONS: dict[str, str] = {
+    "__init__.py": "re-exports only",
+    "_codes.py": "the closed set of error codes and their fixed messages: a table, checked whole by "
+    "error_codes.json",
+}
 
 _SWAP: dict[type[ast.AST], type[ast.AST]] = {
     ast.Lt: ast.LtE,
