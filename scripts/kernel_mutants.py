@@ -43,8 +43,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "invocation_store" / "kernel"
-#: The kernel modules whose decisions are mutated (value classes and codes are not rules).
-MODULES = ("_ids.py", "_ijson.py", "_sizes.py", "_state.py", "_refs.py", "_preflight.py")
+#: Every kernel module holding a decision: their decisions are mutated. ``_models.py``
+#: is one (its validators refuse caller errors, CIS-SIZE-1; ``terminal``).
+MODULES = (
+    "_ids.py",
+    "_ijson.py",
+    "_sizes.py",
+    "_state.py",
+    "_refs.py",
+    "_preflight.py",
+    "_effects.py",
+    "_views.py",
+    "_lifetime.py",
+    "_models.py",
+)
+
+#: Kernel modules that hold no decision, each with the reason (every other module is in MODULES).
+NO_DECISIONS: dict[str, str] = {
+    "__init__.py": "re-exports only",
+    "_codes.py": "the closed set of error codes and their fixed messages: a table, checked whole by "
+    "error_codes.json",
+}
 
 _SWAP: dict[type[ast.AST], type[ast.AST]] = {
     ast.Lt: ast.LtE,

@@ -27,6 +27,7 @@ ALLOWED: dict[str, str] = {
     "testing/_worker_rules.py": "rules move the clock to a record's expiry edge",
     "oracle/_vectors.py": "vectors are generated at the expiry edge",
     "oracle/_vectors_rules.py": "vectors are generated at the expiry edge (expires_at - 1, expires_at)",
+    "oracle/_vectors_effects.py": "liveness, sweep and completion vectors sit at the expiry edge",
 }
 
 #: Lua scripts and the kernel functions they mirror (atomicity needs the mirror).

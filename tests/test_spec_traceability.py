@@ -29,6 +29,26 @@ def _requirements() -> dict[str, bool]:
     return requirements
 
 
+def _requirement_texts() -> dict[str, str]:
+    """ID -> its requirement text (the lines after the heading, without Source:/Pending: lines)."""
+    texts: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in SPEC.read_text(encoding="utf-8").splitlines():
+        match = HEADING.match(line)
+        if match:
+            current = match.group(1)
+            texts[current] = []
+        elif line.startswith("## "):
+            current = None
+        elif current and not line.startswith(("Source:", "Pending:")):
+            texts[current].append(line)
+    return {req: "\n".join(lines).strip() for req, lines in texts.items()}
+
+
+#: RFC 2119 keywords that make a requirement normative (capitals only, RFC 8174).
+NORMATIVE = re.compile(r"\b(?:MUST|SHOULD)\b")
+
+
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     names: set[str] = set()
     for decorator in node.decorator_list:
@@ -80,3 +100,21 @@ def test_every_cited_id_is_defined() -> None:
         for path in folder.rglob("*.py"):
             cited.update(ID.findall(path.read_text(encoding="utf-8")))
     assert sorted(cited - defined) == []
+
+
+def test_every_requirement_is_normative() -> None:
+    """CIS-SPEC-1: every requirement states its rule with an RFC 2119 keyword (MUST, MUST NOT,
+    SHOULD, SHOULD NOT), in capitals; a requirement with only a title, or only prose, fails."""
+    texts = _requirement_texts()
+    assert len(texts) == len(_requirements())
+    empty = sorted(req for req, text in texts.items() if not text)
+    assert empty == [], f"requirements with no text: {empty}"
+    prose = sorted(req for req, text in texts.items() if not NORMATIVE.search(text))
+    assert prose == [], f"requirements with no MUST/SHOULD: {prose}"
+
+
+def test_requirements_do_not_defer_to_python() -> None:
+    """CIS-SPEC-1: no requirement leaves a decision to Python's behaviour (another implementation
+    must decide the same from the text): the word Python appears in no requirement."""
+    deferring = sorted(req for req, text in _requirement_texts().items() if "python" in text.lower())
+    assert deferring == []

@@ -958,13 +958,14 @@ def generate_vectors() -> dict[str, dict[str, Any]]:
     Raises ``LookupError``/``AssertionError`` if the kernel grew a table row, a code or
     a check that no recipe covers, or a recipe no longer shows what it was made for.
     """
+    from ._vectors_effects import effect_documents  # noqa: PLC0415 - it imports this module
     from ._vectors_rules import rule_documents  # noqa: PLC0415 - the rules module imports this one
 
     transitions = _transitions_document()
     illegal = _illegal_document()
     runs = _runs_document()
     order = _preflight_document()
-    rules = rule_documents()
+    rules = {**rule_documents(), **effect_documents()}
     sources = [
         *(vector for row in transitions["rows"] for vector in row["vectors"]),
         *illegal["vectors"],
@@ -1036,9 +1037,10 @@ def _replay(vector: dict[str, Any]) -> dict[str, Any]:
         return {"code": run.value} if isinstance(run, ErrorCode) else {"run": run_json(run)}
     if kind == "preflight":
         return preflight_outcome(vector)
+    from ._vectors_effects import EFFECT_RUNNERS  # noqa: PLC0415 - it imports this module
     from ._vectors_rules import RUNNERS  # noqa: PLC0415 - the rules module imports this one
 
-    runner = RUNNERS.get(kind)
+    runner = RUNNERS.get(kind) or EFFECT_RUNNERS.get(kind)
     if runner is None:
         raise UnknownKindError(kind)
     return runner(vector)

@@ -1651,7 +1651,8 @@ def _ijson_document(arguments: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _well_formed_document() -> dict[str, Any]:
+def _well_formed_cases() -> list[tuple[str, str, CanonicalRecord]]:
+    """(label, description, record) of each well-formedness case, shared with the view vectors."""
     projecting = _awaiting_raw()
     ready = _done(_CALL)
     negative = _done(_CALL, "", "kb", negative=True)
@@ -1706,8 +1707,12 @@ def _well_formed_document() -> dict[str, Any]:
             evolve(ready, expires_at_ms=ready.created_at_ms + 1),
         ),
     ]
+    return cases
+
+
+def _well_formed_document() -> dict[str, Any]:
     vectors = []
-    for label, description, record in cases:
+    for label, description, record in _well_formed_cases():
         vector: dict[str, Any] = {
             "id": f"well-formed/{label}",
             "kind": "well_formed",
@@ -1836,6 +1841,23 @@ def _invalid_input_document() -> dict[str, Any]:
         _awaiting_raw(),
         {"type": "Failed", "code": "RUN_INACTIVE", "now_ms": _NOW + 1},
     )
+    for label, description, value in [
+        ("limit-1", "a limit of 1 (the smallest positive integer): valid", 1),
+        ("limit-0", "a limit of 0: every limit is a positive integer", 0),
+        ("limit-true", "true is not a limit", True),
+    ]:
+        limits = {**limits_view(_LIMITS), "max_json_depth": value}
+        limit_vector: dict[str, Any] = {
+            "id": f"invalid/limits/{label}",
+            "kind": "transition",
+            "requirements": ["CIS-KERN-2", "CIS-SIZE-1"],
+            "description": description,
+            "limits": limits,
+            "before": None,
+            "event": begin,
+        }
+        limit_vector["expect"] = run_vector(limit_vector)
+        vectors.append(limit_vector)
     before = _awaiting_raw()
     ready = _done(_CALL)
     vector: dict[str, Any] = {

@@ -171,3 +171,13 @@ def test_out_of_contract_functions_exist_and_say_why(mutants_module: Any) -> Non
         tree = ast.parse((mutants_module.KERNEL / f"{module}.py").read_text(encoding="utf-8"))
         assert any(isinstance(node, ast.FunctionDef) and node.name == name for node in tree.body), qualified
         assert reason.strip()
+
+
+def test_every_kernel_module_with_decisions_is_mutated(mutants_module: Any) -> None:
+    """CIS-SPEC-3: every kernel module is mutated unless it is listed as holding no decision, with
+    the reason, so a new kernel module cannot stay outside the vectors' reach unnoticed."""
+    modules = {path.name for path in mutants_module.KERNEL.glob("*.py")}
+    listed = set(mutants_module.MODULES) | set(mutants_module.NO_DECISIONS)
+    assert modules == listed
+    assert not set(mutants_module.MODULES) & set(mutants_module.NO_DECISIONS)
+    assert all(reason.strip() for reason in mutants_module.NO_DECISIONS.values())
