@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import enum
 import json
+import types
 import typing
 from typing import Any, TypeVar
 
 import cattrs
+from cattrs.fns import identity
 from cattrs.preconf.json import JsonConverter
 from cattrs.preconf.json import make_converter as _make_json_converter
 from cattrs.strategies import configure_tagged_union
@@ -132,7 +134,41 @@ def _projection_as_given(value: object, _type: object) -> Projection:
 
 
 def _enum_value(member: enum.Enum) -> Any:
-    return member.value
+    return member._value_
+
+
+def _optional_enum_value(member: enum.Enum | None) -> Any:
+    return None if member is None else member._value_
+
+
+def _optional_of(tp: Any) -> Any:
+    """``X`` of ``X | None`` (None for any other type)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return None
+    args = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+    return args[0] if len(args) == 1 and len(typing.get_args(tp)) == 2 else None
+
+
+def _optional_scalar_hook(tp: Any) -> Any:
+    """The structure hook of ``str | None``, ``int | None`` or ``bool | None``: one type test
+    per value, no union dispatch (a ``bool`` is not an ``int``)."""
+    inner = _optional_of(tp)
+
+    def structure_optional(value: object, _type: object) -> Any:
+        if value is None or type(value) is inner:
+            return value
+        raise TypeError("expected a " + inner.__name__ + " or null")
+
+    return structure_optional
+
+
+def _is_optional_scalar(tp: Any) -> bool:
+    return _optional_of(tp) in (str, int, bool)
+
+
+def _is_optional_enum(tp: Any) -> bool:
+    inner = _optional_of(tp)
+    return isinstance(inner, type) and issubclass(inner, enum.Enum)
 
 
 def _is_list(tp: Any) -> bool:
@@ -151,6 +187,11 @@ def configure_converter(converter: cattrs.Converter) -> None:
     """
     converter.register_unstructure_hook(enum.Enum, _enum_value)
     converter.register_unstructure_hook(enum.StrEnum, _enum_value)
+    # ``X | None`` fields unstructured without a dispatch per value: a text, number or
+    # flag is itself (cattrs inlines ``identity``), an enum its value.
+    converter.register_unstructure_hook_func(_is_optional_scalar, identity)
+    converter.register_structure_hook_factory(_is_optional_scalar, _optional_scalar_hook)
+    converter.register_unstructure_hook_func(_is_optional_enum, _optional_enum_value)
     converter.register_structure_hook(str, _strict_str)
     converter.register_structure_hook(enum.Enum, _strict_enum)
     converter.register_structure_hook(bool, _strict_bool)

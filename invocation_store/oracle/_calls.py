@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import codec
 from ..kernel import AdmissionRequest as _AdmissionRequest
 from ..kernel import (
     CanonicalRecord,
@@ -142,18 +143,10 @@ class CallLines(RecordChecks):
         limits = self.limits
         assert limits is not None
         env = obj["envelope"]
-        envelope = ToolCallEnvelope(
-            run_id=env["run_id"],
-            tool_call_id=env["tool_call_id"],
-            tool_name=env["tool_name"],
-            arguments=env["arguments"],
-        )
+        # The line checker has checked the shapes: the codec's strict forms accept them.
+        envelope = codec.structure(env, ToolCallEnvelope)
         pol = obj["policy"]
-        policy = (
-            None
-            if pol is None
-            else _policy(pol["name"], pol["authorized"], pol["read_only"], pol["timeout_ms"])
-        )
+        policy = None if pol is None else _policy(tuple(pol.items()))
         code = check_envelope(_context(context_run_id), envelope, policy, limits)
         tool_call_id = envelope.tool_call_id
         echo = tool_call_id if is_safe_id(tool_call_id) else None
@@ -306,12 +299,7 @@ class CallLines(RecordChecks):
         call.explain = lambda: explain_projection(projection, copy, limits)
         if projection is not None:
             event: ProjectionReceived | Failed = ProjectionReceived(
-                projection=Projection(
-                    evidence_status=projection["evidence_status"],
-                    content=projection["content"],
-                    scope=projection["scope"],
-                ),
-                now_ms=self.now,
+                projection=codec.structure(projection, Projection), now_ms=self.now
             )
         else:
             event = Failed(code=_PROJECTOR_FAILURES[outcome["failure"]], now_ms=self.now)

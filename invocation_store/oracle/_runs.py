@@ -5,9 +5,9 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+from .. import codec
 from ..kernel import (
     ErrorCode,
-    Limits,
     RunState,
     cancel_run,
     close_run,
@@ -38,16 +38,7 @@ class RunLines(OracleState):
             raise self._malformed("version", f"unsupported version (this oracle reads {TRACE_VERSION})")
         header = structure_line(obj)  # the strict cattrs codec, on the one cold line
         assert isinstance(header, Header)
-        limits = header.limits
-        self.limits = Limits(
-            request_bytes=limits.request_bytes,
-            raw_bytes=limits.raw_bytes,
-            agent_result_bytes=limits.agent_result_bytes,
-            record_bytes=limits.record_bytes,
-            max_json_depth=limits.max_json_depth,
-            max_facts=limits.max_facts,
-            max_fact_bytes=limits.max_fact_bytes,
-        )
+        self.limits = codec.limits_from_obj(codec.unstructure(header.limits))
         self.now = header.now_ms
         return None
 

@@ -15,6 +15,7 @@ import heapq
 from collections.abc import Callable
 from typing import Any, Final
 
+from .. import codec
 from ..kernel import (
     CanonicalRecord,
     Completion,
@@ -106,8 +107,9 @@ def _context(run_id: str) -> RunContext:
 
 
 @functools.lru_cache(maxsize=1024)
-def _policy(name: str, authorized: bool, read_only: bool, timeout_ms: int) -> ToolPolicy:
-    return ToolPolicy(name=name, authorized=authorized, read_only=read_only, timeout_ms=timeout_ms)
+def _policy(members: tuple[tuple[str, Any], ...]) -> ToolPolicy:
+    """The policy of a checked ``Policy`` object's members (the codec's strict form, cached)."""
+    return codec.policy_from_obj(dict(members))
 
 
 class OracleState:
