@@ -58,6 +58,7 @@ from ..kernel import (
     RunStatus,
     SweptStale,
     ToolCallEnvelope,
+    ToolPolicy,
     admit,
     cancel_run,
     close_run,
@@ -702,12 +703,14 @@ def _scenario(faults: frozenset[ErrorCode]) -> dict[str, Any]:
             "tool_name": _TOOL,
             "arguments": arguments,
         },
-        "policy": {
-            "name": _TOOL,
-            "authorized": ErrorCode.UNAUTHORIZED not in faults,
-            "read_only": ErrorCode.NOT_READ_ONLY not in faults,
-            "timeout_ms": 1000,
-        },
+        "policy": codec.unstructure(
+            ToolPolicy(
+                name=_TOOL,
+                authorized=ErrorCode.UNAUTHORIZED not in faults,
+                read_only=ErrorCode.NOT_READ_ONLY not in faults,
+                timeout_ms=1000,
+            )
+        ),
         "run": run_json(run),
         "existing": record_json(existing),
         "now_ms": now,
