@@ -34,12 +34,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
+from ._common import REDIS_URL_ENV, fail, positive_int
+
 __all__ = ["register", "run"]
 
 STORES = ("memory", "async-memory", "redis", "async-redis", "differential")
 
-#: Read for the Redis URL when ``--redis-url`` is not given (same as replay and inspect).
-REDIS_URL_ENV = "INVOCATION_STORE_REDIS_URL"
+_PROG = "invocation-store fuzz"
 
 
 def register(subparsers: Any) -> None:
@@ -81,7 +82,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--examples",
-        type=_positive,
+        type=positive_int,
         default=100,
         metavar="N",
         help=(
@@ -92,7 +93,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--steps", type=_positive, default=50, metavar="N", help="steps per example, default 50"
+        "--steps", type=positive_int, default=50, metavar="N", help="steps per example, default 50"
     )
     parser.add_argument(
         "--seed",
@@ -108,21 +109,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--list-mutants", action="store_true", help="list the planted faults and exit")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(func=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("must be a positive integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
-
-
-def _fail(message: str) -> int:
-    print(f"invocation-store fuzz: {message}", file=sys.stderr)
-    return 2
 
 
 class _Progress:
@@ -259,12 +245,14 @@ def run(args: argparse.Namespace) -> int:
 
         from ..testing import INVARIANTS, MUTANTS, MachineStats, make_invocation_machine  # noqa: PLC0415
     except ImportError:
-        return _fail("needs Hypothesis: pip install 'canonical-invocation-store[dev]' (or hypothesis)")
+        return fail(
+            _PROG, "needs Hypothesis: pip install 'canonical-invocation-store[dev]' (or hypothesis)", 2
+        )
     if args.list_mutants:
         return _list_mutants(MUTANTS)
     complaint = _check_options(args, MUTANTS)
     if complaint is not None:
-        return _fail(complaint)
+        return fail(_PROG, complaint, 2)
     mutant = MUTANTS[args.mutant] if args.mutant is not None else None
     label = f"mutant {mutant.name}" if mutant is not None else f"{args.store} store"
     chosen_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
@@ -288,10 +276,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             url = stack.enter_context(_redis_url(given, args.store in _REDIS_STORES, args.quiet))
         except Exception as exc:  # noqa: BLE001 - a missing binary or a failed start is a one-line error
-            return _fail(f"cannot start a private redis-server ({type(exc).__name__}); pass --redis-url")
+            return fail(
+                _PROG, f"cannot start a private redis-server ({type(exc).__name__}); pass --redis-url", 2
+            )
         reason = None if url is None else _check_redis(url)
         if reason is not None:
-            return _fail(reason)
+            return fail(_PROG, reason, 2)
         closers: list[Any] = []
         stack.callback(lambda: [closer.close() for closer in closers])
         stack.callback(progress.done)

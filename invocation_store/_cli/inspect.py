@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..adapters import DEFAULT_PREFIX, StoreUnavailableError
 from ..kernel import is_safe_id
-from .replay import REDIS_URL_ENV, record_row, redis_url_from, table, ttl_text, unavailable
+from ._common import REDIS_URL_ENV, fail, record_row, redis_url_from, table, ttl_text, unavailable
 
 __all__ = ["inspect_run", "register", "run"]
 
@@ -158,35 +157,30 @@ def render_text(listing: dict[str, Any], *, raw_sizes: bool) -> str:
     return "\n".join(lines)
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"{_PROG}: {message}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
     """List the run; returns the exit status (0 found, 1 not found or store failure, 2 bad option)."""
     url = redis_url_from(args)
     if url is None:
-        return _fail(f"needs a Redis URL: pass --redis-url or set {REDIS_URL_ENV}", 2)
+        return fail(_PROG, f"needs a Redis URL: pass --redis-url or set {REDIS_URL_ENV}", 2)
     if not is_safe_id(args.run):
-        return _fail("the run id is not a safe id (1-128 of A-Z a-z 0-9 _ - . :)", 2)
+        return fail(_PROG, "the run id is not a safe id (1-128 of A-Z a-z 0-9 _ - . :)", 2)
     from ..adapters.redis import RedisStore  # noqa: PLC0415 - redis only when asked for
 
     try:
         store = RedisStore.from_url(url, prefix=args.prefix)
     except StoreUnavailableError as exc:
-        return _fail(unavailable(exc), 1)
+        return fail(_PROG, unavailable(exc), 1)
     except Exception as exc:  # noqa: BLE001 - a bad URL must not print a traceback or the URL
-        return _fail(f"cannot use the Redis URL or prefix ({type(exc).__name__})", 2)
+        return fail(_PROG, f"cannot use the Redis URL or prefix ({type(exc).__name__})", 2)
     try:
         listing = inspect_run(store, args.run, raw_sizes=args.raw_sizes)
     except StoreUnavailableError as exc:
-        return _fail(unavailable(exc), 1)
+        return fail(_PROG, unavailable(exc), 1)
     finally:
         store.close()
     if listing["run"] is None and not listing["records"]:
         # Nothing found: the error alone, no empty listing on stdout.
-        return _fail(f"no run {args.run} under this prefix (unknown or expired)", 1)
+        return fail(_PROG, f"no run {args.run} under this prefix (unknown or expired)", 1)
     if args.json:
         print(json.dumps(listing, indent=2, ensure_ascii=False))
     else:

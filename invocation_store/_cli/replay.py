@@ -45,9 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,30 +56,35 @@ from ..adapters import DEFAULT_PREFIX, InvocationStore, MemoryStore, StoreUnavai
 from ..boundary import ToolBoundary
 from ..kernel import (
     PREFLIGHT_ORDER,
-    CanonicalRecord,
     ErrorCode,
     Limits,
     ProgressReport,
     RunContext,
     ToolCallEnvelope,
     is_safe_id,
-    utf8_len,
 )
 from ..kernel._ijson import load_document
 from ..tools import DEFAULT_SUMMARY_BYTES, default_registry
+from ._common import (
+    REDIS_URL_ENV,
+    fail,
+    positive_int,
+    record_row,
+    redis_url_from,
+    table,
+    ttl_text,
+    unavailable,
+)
 
 __all__ = [
     "FORMATS",
-    "REDIS_URL_ENV",
     "TranscriptError",
     "detect_format",
     "extract_calls",
     "load_transcript",
-    "redis_url_from",
     "register",
     "replay",
     "run",
-    "unavailable",
 ]
 
 #: Supported transcript formats, as ``--format`` spells them.
@@ -107,9 +110,6 @@ _RUN_NOTE = "x_run_id"
 _META_KEYS = {"run_id", "description", "data_dir", "options"}
 _PROG = "invocation-store replay"
 
-#: Environment variable read for the Redis URL when ``--redis-url`` is not given (replay,
-#: inspect and fuzz): keeps a URL with a password out of ``ps`` and the shell history.
-REDIS_URL_ENV = "INVOCATION_STORE_REDIS_URL"
 _NO_RECORD = frozenset({*PREFLIGHT_ORDER, ErrorCode.STORE_UNAVAILABLE, None})
 
 
@@ -323,34 +323,6 @@ class ReplayError(Exception):
     """The replay could not run (store unavailable, run not opened): exit 1, one safe line."""
 
 
-def _size(text: str | None) -> int | None:
-    return None if text is None else utf8_len(text)
-
-
-def record_row(record: CanonicalRecord, ttl_ms: int | None) -> dict[str, Any]:
-    """One record as a JSON-ready row: identity, status, sizes (UTF-8 bytes) and TTL left (ms).
-
-    ``raw_bytes`` is None when no raw response is stored (RESULT_TOO_LARGE, executor
-    failures); ``agent_result_bytes`` counts content + scope, as the agent-result
-    limit does. No request text or raw response is copied into the row (CIS-BND-4).
-    """
-    result = None
-    if record.agent_result is not None:
-        result = (_size(record.agent_result) or 0) + (_size(record.scope) or 0)
-    return {
-        "sequence": record.sequence,
-        "tool_call_id": record.tool_call_id,
-        "tool": record.tool_name,
-        "status": record.status.value,
-        "evidence_status": None if record.evidence_status is None else record.evidence_status.value,
-        "error_code": None if record.error_code is None else record.error_code.value,
-        "request_bytes": _size(record.request_json),
-        "raw_bytes": _size(record.raw_response),
-        "agent_result_bytes": result,
-        "ttl_remaining_ms": ttl_ms,
-    }
-
-
 def _id_note(envelope: ToolCallEnvelope) -> str:
     value = envelope.tool_call_id
     if value is None or (isinstance(value, str) and value.strip() == ""):
@@ -486,30 +458,6 @@ def replay(
 # -- output -----------------------------------------------------------------------------------
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: set[int] | None = None) -> str:
-    """A plain-text table: ``numeric`` column indexes are right-aligned, ``None`` shows as ``-``."""
-    numeric = numeric or set()
-    cells = [[("-" if value is None else str(value)) for value in row] for row in rows]
-    widths = [len(header) for header in headers]
-    for row in cells:
-        for index, cell in enumerate(row):
-            widths[index] = max(widths[index], len(cell))
-
-    def line(values: Sequence[str]) -> str:
-        parts = [
-            value.rjust(widths[index]) if index in numeric else value.ljust(widths[index])
-            for index, value in enumerate(values)
-        ]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(list(headers)), *(line(row) for row in cells)])
-
-
-def ttl_text(ttl_ms: int | None) -> str | None:
-    """Remaining TTL as seconds with one decimal (``3599.9s``), None when unknown."""
-    return None if ttl_ms is None else f"{ttl_ms / 1000:.1f}s"
-
-
 def _first_line(text: str) -> str:
     lines = text.splitlines() or [""]
     more = len(lines) - 1
@@ -598,16 +546,6 @@ def render_text(result: Mapping[str, Any]) -> str:
 # -- argparse ---------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("must be a positive integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
-
-
 def register(subparsers: Any) -> None:
     """Add the ``replay`` subcommand and its options (all documented in ``--help``)."""
     parser = subparsers.add_parser(
@@ -685,29 +623,11 @@ def register(subparsers: Any) -> None:
             flag,
             dest=key,
             metavar="N",
-            type=_positive,
+            type=positive_int,
             default=None,
             help=f"{text} (default: {DEFAULTS[key]}, or the transcript's '{key}' option)",
         )
     parser.set_defaults(func=run)
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"{_PROG}: {message}", file=sys.stderr)
-    return code
-
-
-def redis_url_from(args: argparse.Namespace) -> str | None:
-    """``--redis-url`` if given, else :data:`REDIS_URL_ENV` if set and not empty, else None."""
-    given: str | None = args.redis_url
-    if given:
-        return given
-    return os.environ.get(REDIS_URL_ENV) or None
-
-
-def unavailable(exc: StoreUnavailableError) -> str:
-    """The one-line message for a failed Redis store: the exception *type* only (CIS-FAIL-5)."""
-    return f"the Redis store is unavailable ({exc.cause})"
 
 
 def _open_store(args: argparse.Namespace, url: str | None) -> tuple[InvocationStore, str]:
@@ -729,24 +649,25 @@ def run(args: argparse.Namespace) -> int:
             package_logger.addHandler(logging.NullHandler())
     url = redis_url_from(args)
     if args.prefix is not None and url is None:
-        return _fail(f"--prefix needs a Redis store: pass --redis-url or set {REDIS_URL_ENV}", 2)
+        return fail(_PROG, f"--prefix needs a Redis store: pass --redis-url or set {REDIS_URL_ENV}", 2)
     try:
         transcript = load_transcript(args.transcript, args.format, args.run_id)
         settings = _resolve(args, transcript)
     except TranscriptError as exc:
-        return _fail(str(exc), 2)
+        return fail(_PROG, str(exc), 2)
     try:
         store, kind = _open_store(args, url)
     except StoreUnavailableError as exc:
-        return _fail(unavailable(exc), 1)
+        return fail(_PROG, unavailable(exc), 1)
     except Exception as exc:  # noqa: BLE001 - a bad URL must not print a traceback or the URL
-        return _fail(f"cannot use the Redis URL ({type(exc).__name__})", 2)
+        return fail(_PROG, f"cannot use the Redis URL ({type(exc).__name__})", 2)
     try:
         result = replay(transcript, settings, store, store_kind=kind)
     except ReplayError as exc:
-        return _fail(str(exc), 1)
+        return fail(_PROG, str(exc), 1)
     except StoreUnavailableError as exc:
-        return _fail(unavailable(exc) if kind == "redis" else f"the {kind} store failed ({exc.cause})", 1)
+        message = unavailable(exc) if kind == "redis" else f"the {kind} store failed ({exc.cause})"
+        return fail(_PROG, message, 1)
     finally:
         store.close()
     if args.json:

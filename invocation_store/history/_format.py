@@ -25,9 +25,10 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, TypeAlias
 
+import attrs
 from attrs import define, frozen
 
-from ..codec import CodecError, record_from_obj, run_state_from_obj, unstructure
+from ..codec import CodecError, limits_from_obj, record_from_obj, run_state_from_obj, unstructure
 from ..kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, RunState
 
 __all__ = [
@@ -63,15 +64,8 @@ OPERATIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "calls": ("run_id", "now_ms"),
 }
 _OPTIONAL_ARGS: Final[Mapping[str, tuple[str, ...]]] = {"create": ("limits",)}
-_LIMIT_NAMES: Final = (
-    "request_bytes",
-    "raw_bytes",
-    "agent_result_bytes",
-    "record_bytes",
-    "max_json_depth",
-    "max_facts",
-    "max_fact_bytes",
-)
+#: The members of a limits object: the fields of :class:`Limits`, its one definition.
+_LIMIT_NAMES: Final = tuple(limit.name for limit in attrs.fields(Limits))
 
 #: What a store operation returns, as the protocol types it.
 Result: TypeAlias = Any
@@ -156,7 +150,7 @@ def header_line(limits: Limits, implementation: str | None = None) -> dict[str, 
         "type": "header",
         "format": HISTORY_FORMAT,
         "version": HISTORY_VERSION,
-        "limits": {name: getattr(limits, name) for name in _LIMIT_NAMES},
+        "limits": unstructure(limits),
     }
     if implementation is not None:
         header["implementation"] = implementation
@@ -175,10 +169,8 @@ def encode_args(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
     """JSON-ready ``args`` of an invoke line: records and limits unstructured, others as given."""
     encoded: dict[str, Any] = {}
     for key, value in args.items():
-        if isinstance(value, CanonicalRecord):
+        if isinstance(value, CanonicalRecord | Limits):
             encoded[key] = unstructure(value)
-        elif isinstance(value, Limits):
-            encoded[key] = {limit: getattr(value, limit) for limit in _LIMIT_NAMES}
         elif isinstance(value, tuple):
             encoded[key] = list(value)
         else:
@@ -310,8 +302,9 @@ def _opt_run(value: Any, where: str) -> RunState | None:
 
 def _limits(value: Any, where: str) -> Limits:
     _members(value, where, _LIMIT_NAMES)
-    numbers = {name: _int(value[name], f"{where}.{name}", 1) for name in _LIMIT_NAMES}
-    return Limits(**numbers)
+    for name in _LIMIT_NAMES:
+        _int(value[name], f"{where}.{name}", 1)
+    return limits_from_obj(value)
 
 
 def _args(name: str, raw: Any, limits: Limits) -> tuple[str, int, Any]:

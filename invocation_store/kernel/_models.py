@@ -74,22 +74,45 @@ class Limits:
     Defaults: request 256 KiB, raw response 4 MiB, agent result 16 KiB, whole
     record 5 MiB, JSON nesting depth 64, progress facts 100 and 64 KiB in total.
     Raises ``ValueError`` for a non-positive limit.
+
+    This class is the one definition of the limits: every JSON form of them (the
+    codec's, a trace header's ``TraceLimits``, a history header's, the vectors') is
+    derived from its fields, and each field's ``doc`` metadata is its description in
+    the generated schemas.
     """
 
     #: Largest ``arguments`` text accepted by preflight (CIS-SIZE-2).
-    request_bytes: int = field(default=256 * 1024, validator=_positive)
+    request_bytes: int = field(
+        default=256 * 1024,
+        validator=_positive,
+        metadata={"doc": "Largest arguments text accepted by preflight."},
+    )
     #: Largest raw tool response stored; over it the record becomes ERROR (CIS-SIZE-3).
-    raw_bytes: int = field(default=4 * 1024 * 1024, validator=_positive)
+    raw_bytes: int = field(
+        default=4 * 1024 * 1024, validator=_positive, metadata={"doc": "Largest raw tool response stored."}
+    )
     #: Largest agent result (content + scope) returned to the agent (CIS-SIZE-4).
-    agent_result_bytes: int = field(default=16 * 1024, validator=_positive)
+    agent_result_bytes: int = field(
+        default=16 * 1024, validator=_positive, metadata={"doc": "Largest agent result (content + scope)."}
+    )
     #: Largest whole record (see :func:`record_bytes`) (CIS-SIZE-5).
-    record_bytes: int = field(default=5 * 1024 * 1024, validator=_positive)
+    record_bytes: int = field(
+        default=5 * 1024 * 1024, validator=_positive, metadata={"doc": "Largest whole record."}
+    )
     #: Deepest JSON nesting accepted in arguments (CIS-JSON-5).
-    max_json_depth: int = field(default=64, validator=_positive)
+    max_json_depth: int = field(
+        default=64, validator=_positive, metadata={"doc": "Deepest JSON nesting accepted in arguments."}
+    )
     #: Most observed facts in one progress projection (CIS-PROG-4).
-    max_facts: int = field(default=100, validator=_positive)
+    max_facts: int = field(
+        default=100, validator=_positive, metadata={"doc": "Most facts in one progress projection."}
+    )
     #: Most bytes (content + scope) of all facts of one progress projection (CIS-PROG-4).
-    max_fact_bytes: int = field(default=64 * 1024, validator=_positive)
+    max_fact_bytes: int = field(
+        default=64 * 1024,
+        validator=_positive,
+        metadata={"doc": "Most bytes (content + scope) of all facts of one projection."},
+    )
 
 
 @frozen(kw_only=True)

@@ -25,8 +25,9 @@ Classes listing ``ONE_OF`` need exactly one of those fields to be non-null.
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+import attrs
 from attrs import field, frozen
 
 from ..kernel import (
@@ -35,6 +36,7 @@ from ..kernel import (
     EvidenceStatus,
     ExclusionReason,
     InvocationStatus,
+    Limits,
     RunStatus,
 )
 
@@ -137,25 +139,28 @@ class ProjectorFailure(enum.StrEnum):
 # Observed views of kernel values
 
 
-@frozen(kw_only=True)
-class TraceLimits:
-    """The byte limits in force for the whole trace (UTF-8 bytes; CIS-SIZE-1)."""
+def _trace_limits() -> type[Any]:
+    """``TraceLimits``: the fields of :class:`~invocation_store.kernel.Limits`, each
+    required and at least 1, described by its ``doc`` metadata (one definition)."""
+    attrs.resolve_types(Limits)
+    cls = attrs.make_class(
+        "TraceLimits",
+        {
+            limit.name: field(type=limit.type, metadata=_m(limit.metadata["doc"], 1), validator=_min(1))
+            for limit in attrs.fields(Limits)
+        },
+        frozen=True,
+        kw_only=True,
+    )
+    cls.__doc__ = "The byte limits in force for the whole trace (UTF-8 bytes; CIS-SIZE-1)."
+    cls.__module__ = __name__
+    return cls
 
-    request_bytes: int = field(
-        metadata=_m("Largest arguments text accepted by preflight.", 1), validator=_min(1)
-    )
-    raw_bytes: int = field(metadata=_m("Largest raw tool response stored.", 1), validator=_min(1))
-    agent_result_bytes: int = field(
-        metadata=_m("Largest agent result (content + scope).", 1), validator=_min(1)
-    )
-    record_bytes: int = field(metadata=_m("Largest whole record.", 1), validator=_min(1))
-    max_json_depth: int = field(
-        metadata=_m("Deepest JSON nesting accepted in arguments.", 1), validator=_min(1)
-    )
-    max_facts: int = field(metadata=_m("Most facts in one progress projection.", 1), validator=_min(1))
-    max_fact_bytes: int = field(
-        metadata=_m("Most bytes (content + scope) of all facts of one projection.", 1), validator=_min(1)
-    )
+
+if TYPE_CHECKING:
+    TraceLimits = Limits  # the same fields, all required (see _trace_limits)
+else:
+    TraceLimits = _trace_limits()
 
 
 @frozen(kw_only=True)

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TextIO
 
+from .. import codec
 from ..adapters import ForwardingStore, InvocationStore
 from ..boundary import BoundaryResult, ToolBoundary, ToolRegistry, ToolSpec
 from ..kernel import (
@@ -211,14 +212,7 @@ def _projection_outcome(value: object) -> dict[str, Any]:
         and isinstance(value.content, str)
         and isinstance(value.scope, str)
     ):
-        status = value.evidence_status
-        return {
-            "projection": {
-                "evidence_status": str.__str__(status),
-                "content": value.content,
-                "scope": value.scope,
-            }
-        }
+        return {"projection": codec.unstructure(value)}
     return {"failure": "invalid"}
 
 
@@ -364,20 +358,8 @@ class RecordingBoundary:
                 "now_ms": self._stamp(None if request is None else request.now_ms),
                 "call": capture.number,
                 "context_run_id": capture.context.run_id,
-                "envelope": {
-                    "run_id": envelope.run_id,
-                    "tool_call_id": envelope.tool_call_id,
-                    "tool_name": envelope.tool_name,
-                    "arguments": envelope.arguments,
-                },
-                "policy": None
-                if policy is None
-                else {
-                    "name": policy.name,
-                    "authorized": policy.authorized,
-                    "read_only": policy.read_only,
-                    "timeout_ms": policy.timeout_ms,
-                },
+                "envelope": codec.unstructure(envelope),
+                "policy": None if policy is None else codec.unstructure(policy),
                 "token": capture.token,
                 "observed": {"code": None if code is None else code.value, "record": record},
             }

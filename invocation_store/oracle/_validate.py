@@ -8,10 +8,10 @@ Two readers of one model (:mod:`._model`):
   exactly, integer minimums, required and unknown keys, ``ONE_OF`` groups. It builds
   nothing, which is why the checker uses it on every line (a cattrs structure of a
   submit line costs several times more than the whole kernel step).
-- :func:`strict_converter` is the project's strict cattrs converter
-  (:func:`invocation_store.codec.make_converter`) plus exact-enum and list-only
-  hooks; :func:`structure_line` structures a line into its model class. Tests check
-  that both readers accept and reject the same lines.
+- :func:`strict_converter` is the project's one strict cattrs converter
+  (:data:`invocation_store.codec.converter`); :func:`structure_line` structures a
+  line into its model class with it. Tests check that both readers accept and
+  reject the same lines.
 
 :func:`schema_defs` renders the same model as JSON Schema definitions.
 
@@ -22,7 +22,6 @@ that never quotes the value (it may be a payload).
 from __future__ import annotations
 
 import enum
-import functools
 import types
 import typing
 from collections.abc import Callable
@@ -275,61 +274,13 @@ def line_checker(cls: type[Any]) -> Check:
 # The strict cattrs reader (reference)
 
 
-def _strict_enum(value: object, tp: type[enum.Enum]) -> enum.Enum:
-    if type(value) is not str:
-        raise TypeError("expected an enum value")
-    return tp(value)
-
-
-def _enums_of(cls: type[Any], seen: set[Any]) -> set[type[enum.Enum]]:
-    found: set[type[enum.Enum]] = set()
-    if cls in seen:
-        return found
-    seen.add(cls)
-    for attribute in _fields(cls):
-        stack: list[Any] = [_type(attribute)]
-        while stack:
-            tp = stack.pop()
-            if _is_enum(tp):
-                found.add(tp)
-            elif attrs.has(tp):
-                found |= _enums_of(tp, seen)
-            else:
-                stack.extend(typing.get_args(tp))
-    return found
-
-
-@functools.cache
 def strict_converter() -> JsonConverter:
-    """The project's strict cattrs converter, plus exact enums and list-only arrays (CIS-CODEC-1).
+    """The project's one strict cattrs converter, :data:`invocation_store.codec.converter` (CIS-CODEC-1).
 
-    Built on :func:`invocation_store.codec.make_converter`. Two kinds of hooks are
-    added: an exact-value hook for every enum of the trace model (the trace's own
-    ``ExecutorFailure``/``ProjectorFailure`` too; a ``StrEnum`` would otherwise be
-    claimed by the ``str`` hook and take any string), and a list hook that takes only
-    a JSON array (cattrs' default iterates any iterable: a string became a list of
-    characters).
+    Its hooks take every enum of the trace model by exact value only, arrays only as
+    JSON arrays, and refuse coercions and unknown keys.
     """
-    converter = codec.make_converter()
-    enums: set[type[enum.Enum]] = set()
-    seen: set[Any] = set()
-    for cls in LINE_TYPES.values():
-        enums |= _enums_of(cls, seen)
-    for tp in enums:
-        converter.register_structure_hook(tp, _strict_enum)
-
-    def structure_list(value: object, tp: Any) -> list[Any]:
-        if type(value) is not list:
-            raise TypeError("expected an array")
-        (item_type,) = typing.get_args(tp)
-        return [converter.structure(element, item_type) for element in value]
-
-    def is_list(tp: Any) -> bool:
-        origin: Any = typing.get_origin(tp)
-        return origin is list
-
-    converter.register_structure_hook_func(is_list, structure_list)
-    return converter
+    return codec.converter
 
 
 def structure_line(obj: object) -> Any:

@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from attrs import evolve
 
+from .. import codec
 from ..kernel import (
     ERROR_MESSAGES,
     FAILURE_CODES,
@@ -46,7 +47,6 @@ from ..kernel import (
     ErrorCode,
     EvidenceStatus,
     Failed,
-    InvocationStatus,
     Limits,
     Phase,
     Projection,
@@ -67,6 +67,7 @@ from ..kernel import (
     preflight,
     transition,
 )
+from ..kernel import Event as KernelEvent
 from ._views import limits_view
 
 __all__ = [
@@ -110,129 +111,38 @@ Event = Begin | RawReceived | ProjectionReceived | Failed | SweptStale
 
 
 def record_json(record: CanonicalRecord | None) -> dict[str, Any] | None:
-    """A record as JSON: every field by name, enums as strings."""
-    if record is None:
-        return None
-    return {
-        "run_id": record.run_id,
-        "tool_call_id": record.tool_call_id,
-        "tool_name": record.tool_name,
-        "invocation_token": record.invocation_token,
-        "sequence": record.sequence,
-        "status": record.status.value,
-        "evidence_status": None if record.evidence_status is None else record.evidence_status.value,
-        "error_code": None if record.error_code is None else record.error_code.value,
-        "request_json": record.request_json,
-        "raw_response": record.raw_response,
-        "agent_result": record.agent_result,
-        "scope": record.scope,
-        "created_at_ms": record.created_at_ms,
-        "updated_at_ms": record.updated_at_ms,
-        "expires_at_ms": record.expires_at_ms,
-    }
+    """A record as JSON: every field by name, enums as strings (the codec's form)."""
+    return None if record is None else codec.unstructure(record)
 
 
 def record_from_json(obj: dict[str, Any] | None) -> CanonicalRecord | None:
-    """The inverse of :func:`record_json`."""
-    if obj is None:
-        return None
-    values = dict(obj)
-    values["status"] = InvocationStatus(obj["status"])
-    values["evidence_status"] = (
-        None if obj["evidence_status"] is None else EvidenceStatus(obj["evidence_status"])
-    )
-    values["error_code"] = None if obj["error_code"] is None else ErrorCode(obj["error_code"])
-    return CanonicalRecord(**values)
+    """The inverse of :func:`record_json` (strict: raises :class:`~invocation_store.codec.CodecError`)."""
+    return None if obj is None else codec.record_from_obj(obj)
 
 
 def run_json(run: RunState | None) -> dict[str, Any] | None:
-    """A run state as JSON."""
-    if run is None:
-        return None
-    return {
-        "run_id": run.run_id,
-        "status": run.status.value,
-        "opened_at_ms": run.opened_at_ms,
-        "deadline_ms": run.deadline_ms,
-        "ttl_ms": run.ttl_ms,
-        "expires_at_ms": run.expires_at_ms,
-        "tool_call_budget": run.tool_call_budget,
-        "byte_budget": run.byte_budget,
-        "tool_calls_used": run.tool_calls_used,
-        "bytes_used": run.bytes_used,
-    }
+    """A run state as JSON (the codec's form)."""
+    return None if run is None else codec.unstructure(run)
 
 
 def run_from_json(obj: dict[str, Any] | None) -> RunState | None:
-    """The inverse of :func:`run_json`."""
-    if obj is None:
-        return None
-    values = dict(obj)
-    values["status"] = RunStatus(obj["status"])
-    return RunState(**values)
+    """The inverse of :func:`run_json` (strict)."""
+    return None if obj is None else codec.run_state_from_obj(obj)
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    """An event as JSON: ``{"type": <class name>, <fields>}``."""
-    if isinstance(event, Begin):
-        return {
-            "type": "Begin",
-            "run_id": event.run_id,
-            "tool_call_id": event.tool_call_id,
-            "tool_name": event.tool_name,
-            "request_json": event.request_json,
-            "invocation_token": event.invocation_token,
-            "sequence": event.sequence,
-            "ttl_ms": event.ttl_ms,
-            "now_ms": event.now_ms,
-        }
-    if isinstance(event, RawReceived):
-        return {"type": "RawReceived", "raw_response": event.raw_response, "now_ms": event.now_ms}
-    if isinstance(event, ProjectionReceived):
-        projection = event.projection
-        return {
-            "type": "ProjectionReceived",
-            "projection": {
-                "evidence_status": str(projection.evidence_status),
-                "content": projection.content,
-                "scope": projection.scope,
-            },
-            "now_ms": event.now_ms,
-        }
-    if isinstance(event, Failed):
-        return {"type": "Failed", "code": event.code.value, "now_ms": event.now_ms}
-    return {"type": "SweptStale", "now_ms": event.now_ms, "older_than_ms": event.older_than_ms}
+    """An event as JSON: ``{"type": <class name>, <fields>}`` (the codec's tagged union)."""
+    obj: dict[str, Any] = codec.converter.unstructure(event, KernelEvent)
+    return obj
 
 
 def event_from_json(obj: dict[str, Any]) -> Event:
-    """The inverse of :func:`event_json`."""
-    values = {key: value for key, value in obj.items() if key != "type"}
-    kind = obj["type"]
-    if kind == "Begin":
-        return Begin(**values)
-    if kind == "RawReceived":
-        return RawReceived(**values)
-    if kind == "ProjectionReceived":
-        projection = values["projection"]
-        status = projection["evidence_status"]
-        known = {member.value for member in EvidenceStatus}
-        return ProjectionReceived(
-            projection=Projection(
-                evidence_status=EvidenceStatus(status) if status in known else status,
-                content=projection["content"],
-                scope=projection["scope"],
-            ),
-            now_ms=values["now_ms"],
-        )
-    if kind == "Failed":
-        return Failed(code=ErrorCode(values["code"]), now_ms=values["now_ms"])
-    if kind == "SweptStale":
-        return SweptStale(**values)
-    raise ValueError("unknown event type")
+    """The inverse of :func:`event_json` (strict)."""
+    return codec.event_from_obj(obj)
 
 
 def _limits_from_json(obj: dict[str, int]) -> Limits:
-    return Limits(**obj)
+    return codec.limits_from_obj(obj)
 
 
 # ---------------------------------------------------------------------------
@@ -793,12 +703,14 @@ def _scenario(faults: frozenset[ErrorCode]) -> dict[str, Any]:
             "tool_name": _TOOL,
             "arguments": arguments,
         },
-        "policy": {
-            "name": _TOOL,
-            "authorized": ErrorCode.UNAUTHORIZED not in faults,
-            "read_only": ErrorCode.NOT_READ_ONLY not in faults,
-            "timeout_ms": 1000,
-        },
+        "policy": codec.unstructure(
+            ToolPolicy(
+                name=_TOOL,
+                authorized=ErrorCode.UNAUTHORIZED not in faults,
+                read_only=ErrorCode.NOT_READ_ONLY not in faults,
+                timeout_ms=1000,
+            )
+        ),
         "run": run_json(run),
         "existing": record_json(existing),
         "now_ms": now,
@@ -813,10 +725,12 @@ def preflight_outcome(inputs: dict[str, Any]) -> dict[str, Any]:
     bool, "run": <run after>, "record": <the PROJECTING record>}`` (a replay returns
     the stored record and the run unchanged, CIS-RETRY-2).
     """
+    # An envelope is hostile input that preflight judges whatever its fields hold
+    # (CIS-PRE-2): it is passed to the kernel as given, not structured strictly.
     envelope = ToolCallEnvelope(**inputs["envelope"])
     policy = inputs["policy"]
     context = RunContext(run_id=inputs["context_run_id"])
-    tool_policy = None if policy is None else ToolPolicy(**policy)
+    tool_policy = None if policy is None else codec.policy_from_obj(policy)
     limits = _limits_from_json(inputs["limits"])
     run = run_from_json(inputs["run"])
     existing = record_from_json(inputs["existing"])

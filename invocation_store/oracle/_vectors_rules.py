@@ -69,6 +69,7 @@ from ._vectors import (
     _run_vector,
     _scenario,
     _transition_vector,
+    event_json,
     preflight_outcome,
     record_from_json,
     record_json,
@@ -1821,17 +1822,7 @@ def _invalid_input_document() -> dict[str, Any]:
         vector["expect"] = run_vector(vector)
         vectors.append(vector)
 
-    begin = {
-        "type": "Begin",
-        "run_id": _RUN,
-        "tool_call_id": _CALL,
-        "tool_name": "search",
-        "request_json": _REQUEST,
-        "invocation_token": "tok-1",
-        "sequence": 1,
-        "ttl_ms": _TTL,
-        "now_ms": _NOW,
-    }
+    begin = event_json(_begin())
     transition_vector("begin-ttl-1", "a Begin with a TTL of 1 ms", None, {**begin, "ttl_ms": 1})
     transition_vector("begin-ttl-0", "a Begin with a TTL of 0", None, {**begin, "ttl_ms": 0})
     transition_vector("begin-ttl-true", "a Begin whose TTL is true", None, {**begin, "ttl_ms": True})

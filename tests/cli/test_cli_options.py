@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import invocation_store
-from invocation_store._cli.replay import REDIS_URL_ENV
+from invocation_store._cli._common import REDIS_URL_ENV
 from invocation_store.cli import main
 from invocation_store.testing.redis_server import redis_server
 

@@ -1,10 +1,10 @@
 """Every rule check-trace enforces has a fault it catches (CIS-ORC-2).
 
 The rules are read from the checker's own code: every requirement ID it can name in a
-divergence (string constants of ``invocation_store/oracle/_checker.py``, docstrings
-aside). Each must have at least one fault below whose trace the oracle rejects naming
-that ID, except the few no conforming sequence of events can reach (listed with the
-reason). Faults are matched by requirement ID, never by message text.
+divergence (string constants of ``invocation_store/oracle/_checker.py`` and the modules
+it is split into, docstrings aside). Each must have at least one fault below whose
+trace the oracle rejects naming that ID, except the few no conforming sequence of
+events can reach (listed with the reason). Faults are matched by requirement ID, never by message text.
 
 Two kinds of faults:
 
@@ -28,7 +28,14 @@ from typing import Any
 
 import pytest
 
+import invocation_store.oracle._calls as calls_module
 import invocation_store.oracle._checker as checker_module
+import invocation_store.oracle._compare as compare_module
+import invocation_store.oracle._decode as decode_module
+import invocation_store.oracle._reads as reads_module
+import invocation_store.oracle._report as report_module
+import invocation_store.oracle._runs as runs_module
+import invocation_store.oracle._state as state_module
 from invocation_store.adapters import MemoryStore
 from invocation_store.kernel import ErrorCode, Limits
 from invocation_store.oracle import check_lines
@@ -54,7 +61,27 @@ UNREACHABLE = {
 
 def checker_requirements() -> set[str]:
     """The requirement IDs the checker's code can name (string constants, docstrings excluded)."""
-    tree = ast.parse(Path(checker_module.__file__).read_text(encoding="utf-8"))
+    found = set()
+    for module in CHECKER_MODULES:
+        found |= _requirements_in(Path(module.__file__))
+    return found
+
+
+#: The checker and the modules it is split into, by concern.
+CHECKER_MODULES = (
+    checker_module,
+    decode_module,
+    report_module,
+    state_module,
+    compare_module,
+    runs_module,
+    calls_module,
+    reads_module,
+)
+
+
+def _requirements_in(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = {
         id(node.body[0].value)
         for node in ast.walk(tree)
@@ -135,7 +162,7 @@ _REFUSAL_REQUIREMENT: dict[ErrorCode, str] = {ErrorCode.REQUEST_TOO_LARGE: "CIS-
 IMPLEMENTATIONS: dict[str, tuple[str, Callable[[], str]]] = {
     **{
         f"refuses-with-{code.value}": (
-            _REFUSAL_REQUIREMENT.get(code, checker_module.CODE_REQUIREMENTS[code]),
+            _REFUSAL_REQUIREMENT.get(code, report_module.CODE_REQUIREMENTS[code]),
             _refused_victim(code),
         )
         for code in ErrorCode

@@ -1,0 +1,182 @@
+"""What a trace check reports: divergences, malformed lines, the whole check (CIS-ORC-2).
+
+:class:`Divergence` is the first observed outcome that differs from the kernel's,
+:class:`MalformedTraceError` a line that is not valid trace JSON, :class:`CheckReport`
+the outcome of a whole check. The line checkers build a :data:`Mismatch` (where,
+expected, observed, requirement, message) and the oracle turns the first one into a
+:class:`Divergence`. :data:`CODE_REQUIREMENTS` names what a wrong answer with each
+code violates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Final
+
+from attrs import frozen
+
+from ..kernel import (
+    ErrorCode,
+    utf8_len,
+)
+
+#: Requirement of each preflight/admission code: what a wrong answer with it violates.
+CODE_REQUIREMENTS: Final[dict[ErrorCode, str]] = {
+    ErrorCode.MISSING_TOOL_CALL_ID: "CIS-ID-2",
+    ErrorCode.UNSAFE_TOOL_CALL_ID: "CIS-ID-3",
+    ErrorCode.RUN_MISMATCH: "CIS-PRE-3",
+    ErrorCode.INVALID_ARGUMENTS: "CIS-JSON-1",
+    ErrorCode.REQUEST_TOO_LARGE: "CIS-SIZE-2",
+    ErrorCode.UNAUTHORIZED: "CIS-PRE-5",
+    ErrorCode.NOT_READ_ONLY: "CIS-PRE-6",
+    ErrorCode.RUN_INACTIVE: "CIS-RUN-3",
+    ErrorCode.RUN_DEADLINE_EXCEEDED: "CIS-RUN-4",
+    ErrorCode.DUPLICATE_TOOL_CALL: "CIS-ID-5",
+    ErrorCode.TOOL_BUDGET_EXHAUSTED: "CIS-RUN-5",
+    ErrorCode.RUN_BYTES_EXHAUSTED: "CIS-RUN-6",
+    ErrorCode.EXECUTION_FAILED: "CIS-FAIL-2",
+    ErrorCode.EXECUTION_TIMEOUT: "CIS-FAIL-3",
+    ErrorCode.SERIALIZATION_FAILED: "CIS-FAIL-4",
+    ErrorCode.PROJECTION_FAILED: "CIS-EVID-5",
+    ErrorCode.PROJECTION_INVALID: "CIS-EVID-5",
+    ErrorCode.RESULT_TOO_LARGE: "CIS-SIZE-4",
+    ErrorCode.STALE_PROJECTION: "CIS-LIFE-7",
+    ErrorCode.NOT_STALE: "CIS-LIFE-7",
+    ErrorCode.STORE_UNAVAILABLE: "CIS-FAIL-5",
+    ErrorCode.INVALID_TRANSITION: "CIS-LIFE-2",
+    ErrorCode.DURABILITY_NOT_REACHED: "CIS-DUR-2",
+}
+
+_MAX_SHOWN: Final = 240
+
+
+# ---------------------------------------------------------------------------
+# Reports
+
+
+@frozen(kw_only=True)
+class Divergence:
+    """The first observed outcome that differs from the kernel's (CIS-ORC-2).
+
+    ``line`` is 1-based; ``where`` the JSON path of the differing value in the line;
+    ``expected``/``observed`` JSON values; ``requirement`` the violated ID;
+    ``message`` one sentence saying what went wrong.
+    """
+
+    line: int
+    op: str
+    where: str
+    expected: Any
+    observed: Any
+    requirement: str
+    message: str
+
+    def render(self) -> str:
+        """Human-readable, several lines (values shown as JSON, long ones shortened)."""
+        return (
+            f"line {self.line}: {self.op}: divergence [{self.requirement}] {self.message}\n"
+            f"  at:       {self.where}\n"
+            f"  expected: {_show(self.expected)}\n"
+            f"  observed: {_show(self.observed)}"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready form (for ``check-trace --json``)."""
+        return {
+            "status": "divergence",
+            "line": self.line,
+            "op": self.op,
+            "where": self.where,
+            "expected": self.expected,
+            "observed": self.observed,
+            "requirement": self.requirement,
+            "message": self.message,
+        }
+
+
+class MalformedTraceError(Exception):
+    """The trace is not valid trace JSON Lines at ``line`` (1-based).
+
+    ``where`` is the JSON path in the line (``<line>`` for the whole line) and
+    ``reason`` what is wrong; neither quotes the offending value.
+    """
+
+    def __init__(self, line: int, where: str, reason: str) -> None:
+        super().__init__(f"line {line}: malformed trace: {where}: {reason}")
+        self.line = line
+        self.where = where
+        self.reason = reason
+
+    def as_json(self) -> dict[str, Any]:
+        """JSON-ready form (for ``check-trace --json``): ``reason`` is under ``message``."""
+        return {"status": "malformed", "line": self.line, "where": self.where, "message": self.reason}
+
+
+@frozen(kw_only=True)
+class CheckReport:
+    """Outcome of a whole check: ``divergence`` or ``malformed`` set, or neither (conforms).
+
+    ``lines`` counts the lines read; ``peak_records``/``peak_calls`` the largest number
+    of live records and unfinished calls held at once; ``unfinished`` the calls that
+    never got a result line (crashed workers are allowed).
+    """
+
+    lines: int
+    divergence: Divergence | None = None
+    malformed: MalformedTraceError | None = None
+    peak_records: int = 0
+    peak_calls: int = 0
+    unfinished: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """0 conforms, 1 divergence, 2 malformed (CIS-ORC-2)."""
+        if self.malformed is not None:
+            return 2
+        return 1 if self.divergence is not None else 0
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True, sort_keys=True)
+    if len(text) > _MAX_SHOWN:
+        return f"{text[:_MAX_SHOWN]}... ({len(text)} characters)"
+    return text
+
+
+_Mismatch = tuple[str, Any, Any, str, str]  # where, expected, observed, requirement, message
+
+
+def _mismatch(where: str, expected: Any, observed: Any, requirement: str, message: str) -> _Mismatch:
+    return (where, expected, observed, requirement, message)
+
+
+def _because(found: _Mismatch | None, explain: Callable[[], str] | None) -> _Mismatch | None:
+    """``found`` with the kernel's quantities appended to its message (CIS-ORC-2)."""
+    if found is None or explain is None:
+        return found
+    clause = explain()
+    if not clause:
+        return found
+    where, expected, observed, requirement, message = found
+    return (where, expected, observed, requirement, f"{message}: {clause}")
+
+
+def _contains_raw(value: Any, raw: str | None) -> bool:
+    """True if the agent-facing ``value`` (any JSON) carries the raw response."""
+    if not raw:
+        return False
+    if isinstance(value, str):
+        return value == raw or (len(raw) >= 16 and raw in value)
+    if isinstance(value, dict):
+        return any(_contains_raw(item, raw) for item in value.values())
+    if isinstance(value, list):
+        return any(_contains_raw(item, raw) for item in value)
+    return False
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    size = utf8_len(text)
+    return size if size is not None else len(text.encode("utf-8", "surrogatepass"))
