@@ -38,6 +38,9 @@ of ``ps`` and the shell history); ``--prefix`` without either is an error.
 Exit status: 0 when the transcript was replayed (whatever the calls' outcomes), 1
 when the store failed or the run could not be opened, 2 for a malformed transcript
 or a bad option (one line on stderr, never a traceback).
+
+Size: one command's options, its run and its two renderings (text and ``--json``) of
+the same report; the renderings share the report's helpers.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ exact text). The other kernel calls happen before a script is sent:
 which the script must know before writing: it is the script's last check),
 :func:`~invocation_store.kernel.check_completion` and
 :func:`~invocation_store.kernel.completion_charge` (the bytes the script charges).
+
+Size: every script call's wire format, the plan (encoding) and finish (decoding and
+the kernel's re-check of the reply) of each operation side by side, and the strict
+decoders they share; splitting a plan from its finish would split one contract.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ are integer milliseconds; sizes are UTF-8 bytes; text is a JSON string. A field
 without a default is *required* (it may still be ``null`` when its type allows);
 a field with a default is *optional*: omitted or ``null`` both mean "not reported".
 Classes listing ``ONE_OF`` need exactly one of those fields to be non-null.
+
+Size: the trace format itself, one frozen class per kind of line with every field
+documented; the JSON Schema is generated from it, so it stays one module.
 """
 
 from __future__ import annotations

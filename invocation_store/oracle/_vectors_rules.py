@@ -25,6 +25,9 @@ Documents (file name -> vector kinds):
 - ``run_lifecycle.json`` (``run``): open, re-open, cancel and close at their edges.
 
 Every expected outcome is computed by the kernel; the recipes only choose inputs.
+
+Size: data. One builder per decision rule, each writing out both sides of every
+boundary of that rule; its length is the number of boundaries the spec pins down.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ caught, with the minimal failing sequence.
 
 The mutant stores reach into MemoryStore's private state on purpose: they *are*
 broken stores. Use :func:`mutant_machine` to build a machine around one.
+
+Size: a catalogue of planted faults, each a small class next to the entry that names
+it; one module keeps every fault beside the list the machine iterates.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ the contract (scripts, round trips, durability, failures, clocks) and re-exports
 both. What text substitution cannot derive (reaching every cluster primary,
 waiting for durability on a cluster, sleeping) lives in ``_redis_flavour.py``, one
 class per flavour; what both share outside the class lives in ``_redis_common.py``.
+
+Size: one class, the store protocol's operations each with its full contract
+docstring (the generated sync twin carries the same text).
 """
 
 from __future__ import annotations
