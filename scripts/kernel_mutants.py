@@ -50,6 +50,8 @@ MODULES = (
     "_ijson.py",
     "_sizes.py",
     "_state.py",
+    "_admission.py",
+    "_runs.py",
     "_refs.py",
     "_preflight.py",
     "_effects.py",
@@ -234,14 +236,14 @@ EQUIVALENT: dict[str, str] = {
         "a shortcut only: with 5 the shortcut answers within for fewer texts, and the exact count "
         "decides the others alike"
     ),
-    "_state.run_usage_after: `delta <= 0` <= -> <": (
+    "_admission.run_usage_after: `delta <= 0` <= -> <": (
         "a charge of 0 then builds a new run state equal, field by field, to the one returned unchanged"
     ),
-    "_state.check_begin: `1` 1 -> 2": (
+    "_admission.check_begin: `1` 1 -> 2": (
         "the sequence of check_begin's Begin is a placeholder: the refusals of the Begin row (ids, run "
         "id, record size) never read it, and check_begin returns only a refusal, never the record"
     ),
-    "_state.check_begin: `1` 1 -> 2 #2": (
+    "_admission.check_begin: `1` 1 -> 2 #2": (
         "the TTL of check_begin's Begin is a placeholder, for the same reason as its sequence"
     ),
     "_state.check_completion: `getattr(before, name) != getattr(after, name)` != -> ==": (
@@ -299,13 +301,13 @@ RIVALS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "the byte budget may not be reached exactly",
-        "_state.py",
+        "_admission.py",
         "if run.bytes_used + request_size > run.byte_budget:",
         "if run.bytes_used + request_size >= run.byte_budget:",
     ),
     (
         "a same-token admission is a duplicate",
-        "_state.py",
+        "_admission.py",
         "        and request.invocation_token\n",
         "        and False\n",
     ),
@@ -317,7 +319,7 @@ RIVALS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "a completion charges the raw response only",
-        "_state.py",
+        "_admission.py",
         "delta = record_bytes(after) - record_bytes(before)",
         "delta = (utf8_len(after.raw_response or '') or 0)\n"
         "    delta -= utf8_len(before.raw_response or '') or 0",
@@ -330,19 +332,19 @@ RIVALS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "records expire with the run (deadline + ttl)",
-        "_state.py",
+        "_admission.py",
         "sequence=run.tool_calls_used + 1,\n        ttl_ms=run.ttl_ms,",
         "sequence=run.tool_calls_used + 1,\n        ttl_ms=run.expires_at_ms - now_ms,",
     ),
     (
         "a live CANCELLED or CLOSED run re-opens unchanged",
-        "_state.py",
+        "_runs.py",
         "        existing.status is RunStatus.ACTIVE\n        and existing.run_id == run_id",
         "        existing.run_id == run_id",
     ),
     (
         "a run cannot be opened past its deadline",
-        "_state.py",
+        "_runs.py",
         "    if existing is None or now_ms >= existing.expires_at_ms:",
         "    if deadline_ms <= now_ms:\n        return ErrorCode.RUN_DEADLINE_EXCEEDED\n"
         "    if existing is None or now_ms >= existing.expires_at_ms:",

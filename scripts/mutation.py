@@ -66,7 +66,7 @@ EQUIVALENT: dict[str, str] = {
     "invocation_store.kernel._refs.x_project_progress__mutmut_7": (
         "the 'list is full' flag starts as None instead of False: only its truth is read"
     ),
-    "invocation_store.kernel._state.x_run_usage_after__mutmut_5": (
+    "invocation_store.kernel._admission.x_run_usage_after__mutmut_5": (
         "a zero charge builds an equal RunState instead of returning the same one: equal values"
     ),
 }

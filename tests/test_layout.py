@@ -26,5 +26,3 @@ def test_a_large_module_says_why(path: Path) -> None:
     """CIS-KERN-1: every module over 600 lines gives the reason for its size in its docstring."""
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     assert "\nSize:" in doc or doc.startswith("Size:"), f"{path.name}: split it or say why ('Size:')"
-        f"{path.name}: split it or say why (a 'Size:' paragraph)"
-    )

@@ -5,6 +5,7 @@ no logging, no import of adapters, redis or cattrs. Every public name of the ker
 is re-exported here; the underscore modules are private.
 """
 
+from ._admission import Admission, AdmissionRequest, admit, check_begin, run_usage_after
 from ._codes import ERROR_MESSAGES, ErrorCode
 from ._effects import (
     AgentView,
@@ -51,15 +52,13 @@ from ._refs import (
     classify,
     project_progress,
 )
+from ._runs import RUN_TRANSITIONS, RunOp, cancel_run, check_run_parameters, close_run, open_run
 from ._sizes import record_bytes, text_bytes, utf8_len
 from ._state import (
     FAILURE_CODES,
     MAX_SAFE_INT,
-    RUN_TRANSITIONS,
     TABLE,
     TRANSITIONS,
-    Admission,
-    AdmissionRequest,
     Begin,
     CompareAndSet,
     Event,
@@ -68,20 +67,12 @@ from ._state import (
     ProjectionReceived,
     RawReceived,
     Row,
-    RunOp,
     SweptStale,
     TransitionResult,
-    admit,
-    cancel_run,
-    check_begin,
     check_completion,
-    check_run_parameters,
-    close_run,
     decide_complete,
     is_well_formed,
-    open_run,
     phase_of,
-    run_usage_after,
     transition,
 )
 from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_outcome, is_well_formed_view

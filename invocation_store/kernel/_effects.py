@@ -33,11 +33,12 @@ from typing import Protocol, TypeVar
 
 from attrs import frozen
 
+from ._admission import AdmissionRequest, run_usage_after
 from ._codes import ERROR_MESSAGES, ErrorCode
 from ._ids import is_safe_id
 from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, RunState
 from ._sizes import record_bytes
-from ._state import AdmissionRequest, CompareAndSet, decide_complete, run_usage_after
+from ._state import CompareAndSet, decide_complete
 
 __all__ = [
     "AgentView",

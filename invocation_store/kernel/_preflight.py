@@ -15,7 +15,7 @@ Order (CIS-PRE-2), first failing check wins:
 10. TOOL_BUDGET_EXHAUSTED, 11. RUN_BYTES_EXHAUSTED (CIS-RUN-5, CIS-RUN-6)
 
 Checks 1-6 need only the call (:func:`check_envelope`); 7-11 need the run state and
-the existing record and are decided by :func:`~._state.admit` atomically with
+the existing record and are decided by :func:`~._admission.admit` atomically with
 creation, inside the store (CIS-PRE-8). :func:`preflight` runs all of them, for
 callers (the oracle, tests) that hold a snapshot.
 """
@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._admission import AdmissionRequest, admit
 from ._codes import ErrorCode
 from ._ids import check_tool_call_id
 from ._ijson import parse_arguments
 from ._models import CanonicalRecord, Limits, RunContext, RunState, ToolCallEnvelope, ToolPolicy
 from ._sizes import text_exceeds, utf8_len
-from ._state import AdmissionRequest, admit
 
 __all__ = ["PREFLIGHT_ORDER", "check_envelope", "parse_envelope", "preflight"]
 

@@ -14,10 +14,11 @@ illegal transition and becomes ``ErrorCode.INVALID_TRANSITION`` in exactly one p
 ``spec/transitions.json`` is generated from the table by
 ``scripts/generate_transitions.py`` and a test keeps it identical (CIS-SPEC-2).
 
-What lives here: events, the table, :func:`transition`, run admission
-(:func:`admit`) and run lifecycle (:func:`open_run`, :func:`cancel_run`,
-:func:`close_run`). What never does: I/O, clocks (``now_ms`` is an input), random
-numbers (the invocation token comes from the adapter), logging.
+What lives here: events, the table, :func:`transition` and the compare-and-set rule
+(:func:`decide_complete`); admission is in :mod:`._admission`, the run lifecycle in
+:mod:`._runs`, the effects a store applies in :mod:`._effects`. What never does: I/O,
+clocks (``now_ms`` is an input), random numbers (the invocation token comes from the
+adapter), logging.
 
 Domain outcomes are values (a record or an :class:`ErrorCode`); exceptions are
 raised only for programming errors such as passing a non-event.
@@ -30,7 +31,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from ._codes import ErrorCode
 from ._ids import check_tool_call_id, is_blank, is_safe_id
@@ -40,19 +41,14 @@ from ._models import (
     InvocationStatus,
     Limits,
     Projection,
-    RunState,
-    RunStatus,
 )
 from ._sizes import record_bytes, utf8_len
 
 __all__ = [
     "FAILURE_CODES",
     "MAX_SAFE_INT",
-    "RUN_TRANSITIONS",
     "TABLE",
     "TRANSITIONS",
-    "Admission",
-    "AdmissionRequest",
     "Begin",
     "CompareAndSet",
     "Event",
@@ -61,20 +57,12 @@ __all__ = [
     "ProjectionReceived",
     "RawReceived",
     "Row",
-    "RunOp",
     "SweptStale",
     "TransitionResult",
-    "admit",
-    "cancel_run",
-    "check_begin",
     "check_completion",
-    "check_run_parameters",
-    "close_run",
     "decide_complete",
     "is_well_formed",
-    "open_run",
     "phase_of",
-    "run_usage_after",
     "transition",
 ]
 
@@ -147,25 +135,6 @@ class SweptStale:
 Event: TypeAlias = Begin | RawReceived | ProjectionReceived | Failed | SweptStale
 TransitionResult: TypeAlias = CanonicalRecord | ErrorCode
 
-
-class RunOp(enum.StrEnum):
-    """Operations of the run lifecycle (CIS-RUN-2)."""
-
-    #: Stop the run before its end: ACTIVE -> CANCELLED.
-    CANCEL = "cancel"
-    #: End the run normally: ACTIVE -> CLOSED.
-    CLOSE = "close"
-
-
-#: Run lifecycle table: (status, operation) -> next status (CIS-RUN-2). The two
-#: self-loops make a retried cancel or close (redis-py retries a command whose reply
-#: was lost) answer like the first, instead of INVALID_TRANSITION (CIS-RETRY-3).
-RUN_TRANSITIONS: Final[dict[tuple[RunStatus, RunOp], RunStatus]] = {
-    (RunStatus.ACTIVE, RunOp.CANCEL): RunStatus.CANCELLED,
-    (RunStatus.ACTIVE, RunOp.CLOSE): RunStatus.CLOSED,
-    (RunStatus.CANCELLED, RunOp.CANCEL): RunStatus.CANCELLED,
-    (RunStatus.CLOSED, RunOp.CLOSE): RunStatus.CLOSED,
-}
 
 #: Codes a :class:`Failed` event may carry (CIS-FAIL-1).
 FAILURE_CODES: Final[frozenset[ErrorCode]] = frozenset(
@@ -289,22 +258,6 @@ def _error(record: CanonicalRecord, code: ErrorCode, now_ms: int, *, keep_raw: b
         agent_result=None,
         scope=None,
         updated_at_ms=now_ms,
-    )
-
-
-def _run(run: RunState, *, status: RunStatus, tool_calls_used: int, bytes_used: int) -> RunState:
-    """``attrs.evolve(run, ...)`` of the mutable run fields, spelled out (see :func:`_record`)."""
-    return RunState(
-        run_id=run.run_id,
-        status=status,
-        opened_at_ms=run.opened_at_ms,
-        deadline_ms=run.deadline_ms,
-        ttl_ms=run.ttl_ms,
-        expires_at_ms=run.expires_at_ms,
-        tool_call_budget=run.tool_call_budget,
-        byte_budget=run.byte_budget,
-        tool_calls_used=tool_calls_used,
-        bytes_used=bytes_used,
     )
 
 
@@ -527,243 +480,6 @@ def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> 
     if row is None:
         return ErrorCode.INVALID_TRANSITION
     return row.handler(record, event, limits)
-
-
-# ---------------------------------------------------------------------------
-# Runs and admission
-
-
-@frozen(kw_only=True)
-class AdmissionRequest:
-    """What the store needs to admit one preflight-passed call (CIS-PRE-8).
-
-    ``request_json`` is the exact arguments text; ``invocation_token`` the
-    adapter-drawn retry token (CIS-RETRY-1); ``now_ms`` the admission time.
-    """
-
-    run_id: str
-    tool_call_id: str
-    tool_name: str
-    request_json: str
-    invocation_token: str
-    now_ms: int
-
-
-@frozen(kw_only=True)
-class Admission:
-    """A successful admission: the new run state and the new PROJECTING record.
-
-    ``replayed`` is True when the key already held this very invocation (same
-    token): a retried create recognised as itself, nothing written (CIS-RETRY-2).
-    """
-
-    run: RunState
-    record: CanonicalRecord
-    replayed: bool = False
-
-
-def admit(
-    run: RunState | None,
-    existing: CanonicalRecord | None,
-    request: AdmissionRequest,
-    limits: Limits,
-) -> Admission | ErrorCode:
-    """Decide creation atomically with the run checks, in the fixed order (CIS-PRE-8).
-
-    Stores call this under their atomicity guarantee (a lock, a Lua script mirroring
-    it). Order: same-token replay -> RUN_INACTIVE (no run, expired, cancelled or
-    closed) -> RUN_DEADLINE_EXCEEDED (``now_ms >= deadline_ms``) ->
-    DUPLICATE_TOOL_CALL -> TOOL_BUDGET_EXHAUSTED -> RUN_BYTES_EXHAUSTED. A duplicate
-    therefore never consumes budget. On success the run's counters grow by one call
-    and the request's UTF-8 bytes.
-    """
-    now_ms = request.now_ms
-    live = existing if phase_of(existing, now_ms) is not Phase.ABSENT else None
-    if (
-        live is not None
-        and request.invocation_token
-        and live.invocation_token == request.invocation_token
-        and run is not None
-    ):
-        return Admission(run=run, record=live, replayed=True)
-    if run is None or run.status is not RunStatus.ACTIVE or now_ms >= run.expires_at_ms:
-        return ErrorCode.RUN_INACTIVE
-    if run.run_id != request.run_id:
-        return ErrorCode.RUN_MISMATCH
-    if now_ms >= run.deadline_ms:
-        return ErrorCode.RUN_DEADLINE_EXCEEDED
-    if live is not None:
-        return ErrorCode.DUPLICATE_TOOL_CALL
-    if run.tool_calls_used + 1 > run.tool_call_budget:
-        return ErrorCode.TOOL_BUDGET_EXHAUSTED
-    request_size = utf8_len(request.request_json)
-    if request_size is None:
-        return ErrorCode.INVALID_ARGUMENTS
-    if run.bytes_used + request_size > run.byte_budget:
-        return ErrorCode.RUN_BYTES_EXHAUSTED
-    begin = Begin(
-        run_id=request.run_id,
-        tool_call_id=request.tool_call_id,
-        tool_name=request.tool_name,
-        request_json=request.request_json,
-        invocation_token=request.invocation_token,
-        sequence=run.tool_calls_used + 1,
-        ttl_ms=run.ttl_ms,
-        now_ms=now_ms,
-    )
-    result = _begin(begin, limits)  # the table's (ABSENT, Begin) row: live is None here
-    if isinstance(result, ErrorCode):
-        return result
-    new_run = _run(
-        run,
-        status=run.status,
-        tool_calls_used=run.tool_calls_used + 1,
-        bytes_used=run.bytes_used + request_size,
-    )
-    return Admission(run=new_run, record=result)
-
-
-def check_begin(request: AdmissionRequest, limits: Limits) -> ErrorCode | None:
-    """The run-independent outcome of the table's (ABSENT, Begin) row for ``request``.
-
-    ``None`` when Begin would create the record; else MISSING_TOOL_CALL_ID or
-    UNSAFE_TOOL_CALL_ID (CIS-ID-6), RUN_MISMATCH for an unsafe run id, or
-    REQUEST_TOO_LARGE when the new record would exceed ``limits.record_bytes``
-    (CIS-SIZE-5). None of these depend on the run, the sequence or the TTL, so a
-    store whose atomic step cannot run the kernel (a Lua script) decides them before
-    it sends the step; :func:`admit` reaches the same answer.
-    """
-    result = _begin(
-        Begin(
-            run_id=request.run_id,
-            tool_call_id=request.tool_call_id,
-            tool_name=request.tool_name,
-            request_json=request.request_json,
-            invocation_token=request.invocation_token,
-            sequence=1,
-            ttl_ms=1,
-            now_ms=request.now_ms,
-        ),
-        limits,
-    )
-    return result if isinstance(result, ErrorCode) else None
-
-
-def run_usage_after(run: RunState, before: CanonicalRecord, after: CanonicalRecord) -> RunState:
-    """Charge the bytes a completion stored to the run's byte budget (CIS-RUN-6).
-
-    The charge is ``record_bytes(after) - record_bytes(before)`` when positive. It
-    never refuses a completion; it makes later admissions see the spend.
-    """
-    delta = record_bytes(after) - record_bytes(before)
-    if delta <= 0:
-        return run
-    return _run(
-        run, status=run.status, tool_calls_used=run.tool_calls_used, bytes_used=run.bytes_used + delta
-    )
-
-
-def check_run_parameters(
-    *, deadline_ms: object, ttl_ms: object, tool_call_budget: object, byte_budget: object
-) -> None:
-    """Raise ``ValueError`` unless a run's parameters are in range (CIS-RUN-1, CIS-STORE-8).
-
-    ``deadline_ms`` (integer ms), ``tool_call_budget`` and ``byte_budget`` (UTF-8
-    bytes) must be ints (not bool) in ``[0, MAX_SAFE_INT]``, ``ttl_ms`` in
-    ``[1, MAX_SAFE_INT]``, and ``deadline_ms + ttl_ms`` (when the run state lapses)
-    at most ``MAX_SAFE_INT`` (``2**53 - 1``): larger values are not exact in every
-    store (Lua numbers are doubles) nor in I-JSON. A value out of range is the
-    caller's error, never a store failure. :func:`open_run` and the boundary's
-    ``open_run`` both call this, so the ranges are stated once.
-    """
-    for name, value, minimum in (
-        ("deadline_ms", deadline_ms, 0),
-        ("ttl_ms", ttl_ms, 1),
-        ("tool_call_budget", tool_call_budget, 0),
-        ("byte_budget", byte_budget, 0),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SAFE_INT:
-            raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
-    assert isinstance(deadline_ms, int)
-    assert isinstance(ttl_ms, int)
-    if deadline_ms + ttl_ms > MAX_SAFE_INT:
-        raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
-
-
-def open_run(
-    existing: RunState | None = None,
-    *,
-    run_id: str,
-    now_ms: int,
-    deadline_ms: int,
-    ttl_ms: int,
-    tool_call_budget: int,
-    byte_budget: int,
-) -> RunState | ErrorCode:
-    """Build a new ACTIVE run state (CIS-RUN-1).
-
-    The run state lapses at ``deadline_ms + ttl_ms``, so it outlives every record
-    created before the deadline. ``existing`` is the stored state under this run id,
-    if any: a live ACTIVE run with the same deadline, TTL and budgets is returned
-    unchanged, whenever the retry comes (a retried open is itself, CIS-RETRY-3); a
-    live run with other parameters, or cancelled or closed, gives
-    INVALID_TRANSITION (a cancelled run is never handed out again, CIS-RUN-3).
-    Returns RUN_MISMATCH for an unsafe run id; raises ``ValueError`` for a value
-    outside ``[0, 2**53 - 1]`` (TTL at least 1, deadline + TTL within the bound).
-    """
-    if not is_safe_id(run_id):
-        return ErrorCode.RUN_MISMATCH
-    if isinstance(now_ms, bool) or not isinstance(now_ms, int) or not 0 <= now_ms <= MAX_SAFE_INT:
-        raise ValueError("now_ms must be an int in [0, 2**53 - 1]")
-    check_run_parameters(
-        deadline_ms=deadline_ms, ttl_ms=ttl_ms, tool_call_budget=tool_call_budget, byte_budget=byte_budget
-    )
-    fresh = RunState(
-        run_id=run_id,
-        status=RunStatus.ACTIVE,
-        opened_at_ms=now_ms,
-        deadline_ms=deadline_ms,
-        ttl_ms=ttl_ms,
-        expires_at_ms=deadline_ms + ttl_ms,
-        tool_call_budget=tool_call_budget,
-        byte_budget=byte_budget,
-    )
-    if existing is None or now_ms >= existing.expires_at_ms:
-        return fresh
-    same = (
-        existing.status is RunStatus.ACTIVE
-        and existing.run_id == run_id
-        and existing.deadline_ms == deadline_ms
-        and existing.ttl_ms == ttl_ms
-        and existing.tool_call_budget == tool_call_budget
-        and existing.byte_budget == byte_budget
-    )
-    return existing if same else ErrorCode.INVALID_TRANSITION
-
-
-def _end_run(run: RunState | None, operation: RunOp, now_ms: int) -> RunState | ErrorCode:
-    if run is None or now_ms >= run.expires_at_ms:
-        return ErrorCode.RUN_INACTIVE
-    target = RUN_TRANSITIONS.get((run.status, operation))
-    if target is None:
-        return ErrorCode.INVALID_TRANSITION
-    return evolve(run, status=target)
-
-
-def cancel_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
-    """ACTIVE -> CANCELLED (CIS-RUN-2); a cancelled run stays so (a retry, CIS-RETRY-3).
-
-    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a closed run.
-    """
-    return _end_run(run, RunOp.CANCEL, now_ms)
-
-
-def close_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
-    """ACTIVE -> CLOSED (CIS-RUN-2); a closed run stays so (a retry, CIS-RETRY-3).
-
-    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a cancelled run.
-    """
-    return _end_run(run, RunOp.CLOSE, now_ms)
 
 
 _IDENTITY_FIELDS: Final = (
