@@ -6,7 +6,7 @@ is re-exported here; the underscore modules are private.
 """
 
 from ._admission import Admission, AdmissionRequest, admit, check_begin, run_usage_after
-from ._codes import ERROR_MESSAGES, ErrorCode
+from ._codes import CODE_REQUIREMENTS, ERROR_MESSAGES, ErrorCode
 from ._effects import (
     AgentView,
     Completion,
@@ -79,6 +79,7 @@ from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_ou
 
 __all__ = [
     "BLANK_CODE_POINTS",
+    "CODE_REQUIREMENTS",
     "ERROR_MESSAGES",
     "FAILURE_CODES",
     "MAX_ID_LENGTH",

@@ -1,4 +1,4 @@
-"""The closed set of error codes, and the fixed agent-facing message of each.
+"""The closed set of error codes, the fixed agent-facing message and the requirement of each.
 
 Everything an agent can see on failure is one member of :class:`ErrorCode` plus, at
 most, the fixed message of :data:`ERROR_MESSAGES` (CIS-ERR-1). Messages never carry
@@ -8,8 +8,9 @@ payloads, ids, keys, credentials or exception text.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
-__all__ = ["ERROR_MESSAGES", "ErrorCode"]
+__all__ = ["CODE_REQUIREMENTS", "ERROR_MESSAGES", "ErrorCode"]
 
 
 class ErrorCode(enum.StrEnum):
@@ -88,4 +89,32 @@ ERROR_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.DURABILITY_NOT_REACHED: "The tool call was not stored durably in time; the tool did not run.",
     ErrorCode.INVALID_TRANSITION: "The tool call is not in a state that allows this.",
     ErrorCode.NOT_STALE: "The tool call is not stale.",
+}
+
+#: The requirement each code belongs to: what an answer with it wrongly given (or wrongly
+#: withheld) violates. The oracle names it in a divergence (CIS-ORC-2).
+CODE_REQUIREMENTS: Final[dict[ErrorCode, str]] = {
+    ErrorCode.MISSING_TOOL_CALL_ID: "CIS-ID-2",
+    ErrorCode.UNSAFE_TOOL_CALL_ID: "CIS-ID-3",
+    ErrorCode.RUN_MISMATCH: "CIS-PRE-3",
+    ErrorCode.INVALID_ARGUMENTS: "CIS-JSON-1",
+    ErrorCode.REQUEST_TOO_LARGE: "CIS-SIZE-2",
+    ErrorCode.UNAUTHORIZED: "CIS-PRE-5",
+    ErrorCode.NOT_READ_ONLY: "CIS-PRE-6",
+    ErrorCode.RUN_INACTIVE: "CIS-RUN-3",
+    ErrorCode.RUN_DEADLINE_EXCEEDED: "CIS-RUN-4",
+    ErrorCode.DUPLICATE_TOOL_CALL: "CIS-ID-5",
+    ErrorCode.TOOL_BUDGET_EXHAUSTED: "CIS-RUN-5",
+    ErrorCode.RUN_BYTES_EXHAUSTED: "CIS-RUN-6",
+    ErrorCode.EXECUTION_FAILED: "CIS-FAIL-2",
+    ErrorCode.EXECUTION_TIMEOUT: "CIS-FAIL-3",
+    ErrorCode.SERIALIZATION_FAILED: "CIS-FAIL-4",
+    ErrorCode.PROJECTION_FAILED: "CIS-EVID-5",
+    ErrorCode.PROJECTION_INVALID: "CIS-EVID-5",
+    ErrorCode.RESULT_TOO_LARGE: "CIS-SIZE-4",
+    ErrorCode.STALE_PROJECTION: "CIS-LIFE-7",
+    ErrorCode.NOT_STALE: "CIS-LIFE-7",
+    ErrorCode.STORE_UNAVAILABLE: "CIS-FAIL-5",
+    ErrorCode.INVALID_TRANSITION: "CIS-LIFE-2",
+    ErrorCode.DURABILITY_NOT_REACHED: "CIS-DUR-2",
 }

@@ -4,8 +4,8 @@
 :class:`MalformedTraceError` a line that is not valid trace JSON, :class:`CheckReport`
 the outcome of a whole check. The line checkers build a :data:`Mismatch` (where,
 expected, observed, requirement, message) and the oracle turns the first one into a
-:class:`Divergence`. :data:`CODE_REQUIREMENTS` names what a wrong answer with each
-code violates.
+:class:`Divergence`. Kernel ``CODE_REQUIREMENTS`` names what a wrong answer with
+each code violates (re-exported here for the checker's modules).
 """
 
 from __future__ import annotations
@@ -16,37 +16,12 @@ from typing import Any, Final
 
 from attrs import frozen
 
+__all__ = ["CODE_REQUIREMENTS", "CheckReport", "Divergence", "MalformedTraceError"]
+
 from ..kernel import (
-    ErrorCode,
+    CODE_REQUIREMENTS,
     utf8_len,
 )
-
-#: Requirement of each preflight/admission code: what a wrong answer with it violates.
-CODE_REQUIREMENTS: Final[dict[ErrorCode, str]] = {
-    ErrorCode.MISSING_TOOL_CALL_ID: "CIS-ID-2",
-    ErrorCode.UNSAFE_TOOL_CALL_ID: "CIS-ID-3",
-    ErrorCode.RUN_MISMATCH: "CIS-PRE-3",
-    ErrorCode.INVALID_ARGUMENTS: "CIS-JSON-1",
-    ErrorCode.REQUEST_TOO_LARGE: "CIS-SIZE-2",
-    ErrorCode.UNAUTHORIZED: "CIS-PRE-5",
-    ErrorCode.NOT_READ_ONLY: "CIS-PRE-6",
-    ErrorCode.RUN_INACTIVE: "CIS-RUN-3",
-    ErrorCode.RUN_DEADLINE_EXCEEDED: "CIS-RUN-4",
-    ErrorCode.DUPLICATE_TOOL_CALL: "CIS-ID-5",
-    ErrorCode.TOOL_BUDGET_EXHAUSTED: "CIS-RUN-5",
-    ErrorCode.RUN_BYTES_EXHAUSTED: "CIS-RUN-6",
-    ErrorCode.EXECUTION_FAILED: "CIS-FAIL-2",
-    ErrorCode.EXECUTION_TIMEOUT: "CIS-FAIL-3",
-    ErrorCode.SERIALIZATION_FAILED: "CIS-FAIL-4",
-    ErrorCode.PROJECTION_FAILED: "CIS-EVID-5",
-    ErrorCode.PROJECTION_INVALID: "CIS-EVID-5",
-    ErrorCode.RESULT_TOO_LARGE: "CIS-SIZE-4",
-    ErrorCode.STALE_PROJECTION: "CIS-LIFE-7",
-    ErrorCode.NOT_STALE: "CIS-LIFE-7",
-    ErrorCode.STORE_UNAVAILABLE: "CIS-FAIL-5",
-    ErrorCode.INVALID_TRANSITION: "CIS-LIFE-2",
-    ErrorCode.DURABILITY_NOT_REACHED: "CIS-DUR-2",
-}
 
 _MAX_SHOWN: Final = 240
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+import invocation_store.kernel._codes as codes_module
 import invocation_store.oracle._calls as calls_module
 import invocation_store.oracle._checker as checker_module
 import invocation_store.oracle._compare as compare_module
@@ -67,8 +68,10 @@ def checker_requirements() -> set[str]:
     return found
 
 
-#: The checker and the modules it is split into, by concern.
+#: The checker and the modules it is split into, by concern, and the kernel's table of
+#: each code's requirement, which the checker names a wrong code by.
 CHECKER_MODULES = (
+    codes_module,
     checker_module,
     decode_module,
     report_module,
