@@ -20,6 +20,7 @@ record)`` pairs sorted by id.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Any, Final, TypeAlias
 
 from attrs import evolve
@@ -37,9 +38,9 @@ from ..kernel import (
     live,
     open_run,
 )
-from ._format import HistoryOp
+from ._format import HistoryOp, Outcome
 
-__all__ = ["EMPTY", "RunModel", "apply", "own_retry", "rule_of"]
+__all__ = ["EMPTY", "RunModel", "apply", "earlier_attempts", "rule_of"]
 
 #: ``(run, records, done, calls)`` of one run.
 RunModel: TypeAlias = tuple[
@@ -141,22 +142,31 @@ def apply(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
     raise ValueError(f"unknown history operation {name!r}")
 
 
-def own_retry(op: HistoryOp, expected: Any, after: RunModel) -> bool:
-    """True if ``op`` is a create answered as the replay of its own earlier attempt (CIS-RETRY-2).
+def earlier_attempts(ops: Sequence[HistoryOp], optional: Collection[int] = ()) -> list[int]:
+    """Indices of the creates whose answer may come from a retry of the same create (CIS-RETRY-2).
 
     A store client retries a command whose reply was lost (redis-py does after a
-    timeout or a dropped connection), so one create can reach the store twice: the
-    first attempt admits, the retry finds that record under the same token and
-    answers ``replayed``. That answer is the kernel's for the create applied twice,
-    and the state is the same as after one application.
+    timeout or a dropped connection), so one create can reach the store twice or
+    more: an earlier attempt takes effect at some point A after the invocation, and
+    the attempt that answered takes effect at a later point B, before the
+    completion. Other operations may take effect between A and B (a sweep failing
+    the new record, another create spending the run's budget), and the answer is
+    the kernel's at B: ``replayed``, with the record and run as they are at B.
+    These are the creates (with a known result, not in ``optional``) observed as
+    ``replayed``: the checker adds, for each, the earlier attempt as an operation of
+    unknown outcome, invoked with it, that may take effect only before the create
+    itself. The token is drawn for one invocation only (CIS-BND-6), so no other
+    caller's attempt can be what the replay found.
     """
-    observed = op.result
-    if not (isinstance(expected, Admission) and isinstance(observed, Admission)):
-        return False
-    if expected.replayed or not observed.replayed:
-        return False
-    again, _same = apply(after, op)
-    return bool(again == observed)
+    return [
+        i
+        for i, op in enumerate(ops)
+        if op.name == "create"
+        and op.outcome is Outcome.OK
+        and i not in optional
+        and isinstance(op.result, Admission)
+        and op.result.replayed
+    ]
 
 
 _CREATE_RULES: Final = {

@@ -297,3 +297,41 @@ def test_orders_tried_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert violation is not None
     assert len(violation.orders) == 1
     assert "orders tried (1 of 2," in violation.render()
+
+
+def test_a_retried_create_may_answer_after_other_operations_took_effect() -> None:
+    """CIS-HIST-2, CIS-RETRY-2: redis-py retries a create whose reply was lost; between the attempt
+    that admitted and the retry, a sweep failed the new record and another create spent budget.
+    The retry's ``replayed`` answer is the kernel's at the retry: the swept record, the run as it
+    is then. Such a history is linearizable; the same answer with no attempt before the sweep is not."""
+    req = request("call_2", "t2")
+    adm = admitted(opened(), req)
+    swept = transition(adm.record, SweptStale(now_ms=T0, older_than_ms=0), LIMITS)
+    assert isinstance(swept, CanonicalRecord)
+    other = request("call_3", "t3")
+    other_adm = admitted(adm.run, other)
+    replay = admitted(other_adm.run, req, existing=swept)
+    assert replay.replayed
+    b = _opened_builder()
+    c = b.invoke(2, "create", **create_args(req))  # the first attempt admits; its reply is lost
+    b.call(3, "get", adm.record, run_id="run-1", tool_call_id="call_2")
+    b.call(4, "complete", swept, before=adm.record, after=swept)
+    b.call(5, "create", other_adm, **create_args(other))
+    b.call(6, "create", ErrorCode.DUPLICATE_TOOL_CALL, **create_args(request("call_2", "t9")))
+    b.ok(c, replay)  # the retry finds its own record, swept
+    assert b.check().violation is None
+    # The earlier attempt comes after the invocation: a sweep that returned before it cannot
+    # have failed the record, so the replayed swept record is explained by no order.
+    b = _opened_builder()
+    b.call(4, "complete", swept, before=adm.record, after=swept)
+    c = b.call(2, "create", admitted(opened(), req, existing=swept), **create_args(req))
+    violation = b.check().violation
+    assert violation is not None
+    assert violation.rule == "CIS-STORE-3"
+    # ... and before the answering attempt: a record swept after the retry answered is not the
+    # record the retry saw.
+    b = _opened_builder()
+    b.call(2, "create", replay, **create_args(req))
+    b.call(4, "complete", swept, before=adm.record, after=swept)
+    b.call(5, "create", other_adm, **create_args(other))
+    assert b.check().violation is not None
