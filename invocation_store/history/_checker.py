@@ -15,9 +15,10 @@ never explored again: that cache is what makes the search practical.
 An operation with an unknown outcome has no completion event: it may take effect at
 any point after its invocation, with any result, or never (as Knossos treats
 ``:info`` operations). The history is linearizable once every operation with a
-known result has been placed. A create answered ``replayed`` by a client retry
-reached the store more than once: its earlier attempt is added as an unknown
-operation that must take effect before the create does (``_spec.earlier_attempts``).
+known result has been placed. A write whose answer may be a client retry's (a
+create answered ``replayed``, a cancel answered with the run, ...) may have reached
+the store more than once: its earlier attempt is added as an unknown operation that
+must take effect before the write does (``_spec.earlier_attempts``).
 
 The history is split per run first (``_spec`` explains why that is sound), and each
 run is searched alone, so the cost grows with the largest run's concurrency, not
@@ -81,7 +82,7 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
     ``pos``-th of ``order`` with ``depth`` operations placed, because the kernel
     expected another result.
 
-    Each create observed as ``replayed`` gets its earlier attempt
+    Each write whose answer may be a retry's gets its earlier attempt
     (:func:`._spec.earlier_attempts`): an extra operation of unknown outcome,
     invoked with it, placeable only while the create itself is not yet placed.
 
