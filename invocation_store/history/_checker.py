@@ -15,7 +15,10 @@ never explored again: that cache is what makes the search practical.
 An operation with an unknown outcome has no completion event: it may take effect at
 any point after its invocation, with any result, or never (as Knossos treats
 ``:info`` operations). The history is linearizable once every operation with a
-known result has been placed.
+known result has been placed. A write whose answer may be a client retry's (a
+create answered ``replayed``, a cancel answered with the run, ...) may have reached
+the store more than once: its earlier attempt is added as an unknown operation that
+must take effect before the write does (``_spec.earlier_attempts``).
 
 The history is split per run first (``_spec`` explains why that is sound), and each
 run is searched alone, so the cost grows with the largest run's concurrency, not
@@ -42,7 +45,7 @@ from attrs import frozen
 from ..codec import unstructure
 from ..kernel import Admission, CanonicalRecord, ErrorCode, RunState
 from ._format import History, HistoryOp, Outcome, decode_history
-from ._spec import EMPTY, RunModel, apply, own_retry, rule_of
+from ._spec import EMPTY, RunModel, apply, earlier_attempts, rule_of
 
 __all__ = [
     "HistoryReport",
@@ -79,6 +82,10 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
     ``pos``-th of ``order`` with ``depth`` operations placed, because the kernel
     expected another result.
 
+    Each write whose answer may be a retry's gets its earlier attempt
+    (:func:`._spec.earlier_attempts`): an extra operation of unknown outcome,
+    invoked with it, placeable only while the create itself is not yet placed.
+
     Two refinements keep unknown outcomes cheap. An unknown operation is placed
     only where it changes the state: placing it as a no-op is never needed, since
     leaving it out keeps every option open. And at each step the operations with a
@@ -87,11 +94,14 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
     """
     events: list[tuple[int, int, int]] = []  # (line, 0 call / 1 return, op)
     known = 0
+    attempts = earlier_attempts(ops, optional)
+    parent_of = {len(ops) + n: i for n, i in enumerate(attempts)}
+    ops = [*ops, *(ops[i] for i in attempts)]
     for i, op in enumerate(ops):
         if op.outcome is not Outcome.OK and op.name in _READS:
             continue  # an unknown read constrains nothing and changes nothing
         events.append((op.invoke_line, 0, i))
-        if op.outcome is Outcome.OK and i not in optional:
+        if op.outcome is Outcome.OK and i not in optional and i not in parent_of:
             events.append((op.complete_line or 0, 1, i))
             known += 1
     if known == 0:
@@ -110,7 +120,9 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
         if not is_return[e]:
             match[e] = where_return.get(op_of[e], -1)
     rank = {i: n for n, i in enumerate(order)}
-    checked = [op.outcome is Outcome.OK and i not in optional for i, op in enumerate(ops)]
+    checked = [
+        op.outcome is Outcome.OK and i not in optional and i not in parent_of for i, op in enumerate(ops)
+    ]
 
     def candidates(position: int) -> list[int] | None:
         """Call entries placeable now, known results first; None when no completion is left."""
@@ -119,7 +131,10 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
         entry = nxt[head]
         while entry != -1 and not is_return[entry]:
             i = op_of[entry]
-            if i not in rank or rank[i] == position:
+            parent = parent_of.get(i)
+            if parent is not None and placed >> parent & 1:
+                pass  # an earlier attempt takes effect before the attempt that answered
+            elif i not in rank or rank[i] == position:
                 (first if checked[i] else later).append(entry)
             entry = nxt[entry]
         if entry == -1:
@@ -157,7 +172,7 @@ def _search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs 
         op = ops[i]
         result, after = apply(state, op)
         if checked[i]:
-            if result != op.result and not own_retry(op, result, after):
+            if result != op.result:
                 if on_reject is not None:
                     on_reject((position, depth), i, result)
                 continue

@@ -20,6 +20,7 @@ record)`` pairs sorted by id.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Any, Final, TypeAlias
 
 from attrs import evolve
@@ -37,9 +38,9 @@ from ..kernel import (
     live,
     open_run,
 )
-from ._format import HistoryOp
+from ._format import HistoryOp, Outcome
 
-__all__ = ["EMPTY", "RunModel", "apply", "own_retry", "rule_of"]
+__all__ = ["EMPTY", "RunModel", "apply", "earlier_attempts", "rule_of"]
 
 #: ``(run, records, done, calls)`` of one run.
 RunModel: TypeAlias = tuple[
@@ -141,22 +142,41 @@ def apply(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
     raise ValueError(f"unknown history operation {name!r}")
 
 
-def own_retry(op: HistoryOp, expected: Any, after: RunModel) -> bool:
-    """True if ``op`` is a create answered as the replay of its own earlier attempt (CIS-RETRY-2).
+def _answered_after_own_attempt(op: HistoryOp) -> bool:
+    """Whether ``op``'s answer may be a retry's, given after an earlier attempt of it took effect."""
+    result = op.result
+    if op.name == "create":  # the retry finds its own record: replayed
+        return isinstance(result, Admission) and result.replayed
+    if op.name in ("open_run", "cancel_run", "close_run"):  # the retry finds the run as it left it
+        return isinstance(result, RunState)
+    if op.name == "complete":  # the retry finds its own write moved on by another completion
+        _before, after = op.args
+        return result is ErrorCode.INVALID_TRANSITION and not after.terminal
+    return False
 
-    A store client retries a command whose reply was lost (redis-py does after a
-    timeout or a dropped connection), so one create can reach the store twice: the
-    first attempt admits, the retry finds that record under the same token and
-    answers ``replayed``. That answer is the kernel's for the create applied twice,
-    and the state is the same as after one application.
+
+def earlier_attempts(ops: Sequence[HistoryOp], optional: Collection[int] = ()) -> list[int]:
+    """Indices of the writes whose answer may come from a retry of the same write (CIS-RETRY-2).
+
+    A store client resends a command whose reply was lost (redis-py after a timeout
+    or a dropped connection, the Redis stores within their retry budget), so one
+    write can reach the store twice or more: an earlier attempt takes effect at some
+    point A after the invocation, and the attempt that answered takes effect at a
+    later point B, before the completion. Other operations may take effect between A
+    and B (a sweep failing a new record, another create spending the run's budget,
+    a completion charging a cancelled run), and the answer is the kernel's at B. It
+    shows the earlier attempt only where the kernel's answer to a repeated write
+    differs from a refusal: a create ``replayed``, an open, cancel or close answered
+    with the run, a non-terminal completion answered INVALID_TRANSITION (its own
+    write moved on). For each such write (with a known result, not in ``optional``)
+    the checker adds its earlier attempt: the same write as an operation of unknown
+    outcome, invoked with it, that may take effect only before the write itself.
     """
-    observed = op.result
-    if not (isinstance(expected, Admission) and isinstance(observed, Admission)):
-        return False
-    if expected.replayed or not observed.replayed:
-        return False
-    again, _same = apply(after, op)
-    return bool(again == observed)
+    return [
+        i
+        for i, op in enumerate(ops)
+        if op.outcome is Outcome.OK and i not in optional and _answered_after_own_attempt(op)
+    ]
 
 
 _CREATE_RULES: Final = {

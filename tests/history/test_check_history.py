@@ -10,11 +10,14 @@ from invocation_store.kernel import (
     CanonicalRecord,
     ErrorCode,
     Failed,
+    RunState,
     SweptStale,
+    cancel_run,
+    decide_completion,
     transition,
 )
 
-from ._build import LIMITS, T0, Builder, admitted, create_args, open_args, opened, request
+from ._build import LIMITS, T0, Builder, admitted, create_args, open_args, opened, request, with_raw
 
 
 def _opened_builder(budget: int = 5) -> Builder:
@@ -297,3 +300,89 @@ def test_orders_tried_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert violation is not None
     assert len(violation.orders) == 1
     assert "orders tried (1 of 2," in violation.render()
+
+
+def test_a_retried_create_may_answer_after_other_operations_took_effect() -> None:
+    """CIS-HIST-2, CIS-RETRY-2: redis-py retries a create whose reply was lost; between the attempt
+    that admitted and the retry, a sweep failed the new record and another create spent budget.
+    The retry's ``replayed`` answer is the kernel's at the retry: the swept record, the run as it
+    is then. Such a history is linearizable; the same answer with no attempt before the sweep is not."""
+    req = request("call_2", "t2")
+    adm = admitted(opened(), req)
+    swept = transition(adm.record, SweptStale(now_ms=T0, older_than_ms=0), LIMITS)
+    assert isinstance(swept, CanonicalRecord)
+    other = request("call_3", "t3")
+    other_adm = admitted(adm.run, other)
+    replay = admitted(other_adm.run, req, existing=swept)
+    assert replay.replayed
+    b = _opened_builder()
+    c = b.invoke(2, "create", **create_args(req))  # the first attempt admits; its reply is lost
+    b.call(3, "get", adm.record, run_id="run-1", tool_call_id="call_2")
+    b.call(4, "complete", swept, before=adm.record, after=swept)
+    b.call(5, "create", other_adm, **create_args(other))
+    b.call(6, "create", ErrorCode.DUPLICATE_TOOL_CALL, **create_args(request("call_2", "t9")))
+    b.ok(c, replay)  # the retry finds its own record, swept
+    assert b.check().violation is None
+    # The earlier attempt comes after the invocation: a sweep that returned before it cannot
+    # have failed the record, so the replayed swept record is explained by no order.
+    b = _opened_builder()
+    b.call(4, "complete", swept, before=adm.record, after=swept)
+    c = b.call(2, "create", admitted(opened(), req, existing=swept), **create_args(req))
+    violation = b.check().violation
+    assert violation is not None
+    assert violation.rule == "CIS-STORE-3"
+    # ... and before the answering attempt: a record swept after the retry answered is not the
+    # record the retry saw.
+    b = _opened_builder()
+    b.call(2, "create", replay, **create_args(req))
+    b.call(4, "complete", swept, before=adm.record, after=swept)
+    b.call(5, "create", other_adm, **create_args(other))
+    assert b.check().violation is not None
+
+
+def test_a_retried_cancel_answers_the_run_as_the_retry_found_it() -> None:
+    """CIS-HIST-2, CIS-RETRY-3: a cancel_run whose first attempt cancelled and whose retry answered
+    the cancelled run after a completion charged it; a create refused RUN_INACTIVE between them
+    pins the cancel before it, the charged run after the completion. Linearizable only with the
+    cancel's two attempts apart."""
+    req = request("call_1", "t1")
+    adm = admitted(opened(), req)
+    done = with_raw(adm.record, "a raw response")
+    cancelled = cancel_run(adm.run, T0)
+    assert isinstance(cancelled, RunState)
+    effect = decide_completion(adm.record, adm.record, done, cancelled, T0)
+    assert not isinstance(effect, ErrorCode)
+    assert effect.run is not None
+    charged = effect.run
+    assert charged != cancelled  # the completion changed the cancelled run
+    b = _opened_builder()
+    b.call(1, "create", adm, **create_args(req))
+    x = b.invoke(2, "cancel_run", run_id="run-1")  # the first attempt cancels; its reply is lost
+    b.call(3, "create", ErrorCode.RUN_INACTIVE, **create_args(request("call_2", "t2")))
+    b.call(1, "complete", done, before=adm.record, after=done)
+    b.ok(x, charged)  # the retry answers the run as it is now
+    assert b.check().violation is None
+    # Answered before the completion was invoked, the charged run is not what any attempt saw.
+    b = _opened_builder()
+    b.call(1, "create", adm, **create_args(req))
+    b.call(2, "cancel_run", charged, run_id="run-1")
+    b.call(3, "create", ErrorCode.RUN_INACTIVE, **create_args(request("call_2", "t2")))
+    b.call(1, "complete", done, before=adm.record, after=done)
+    assert b.check().violation is not None
+
+
+def test_a_retried_completion_may_find_its_own_write_moved_on() -> None:
+    """CIS-HIST-2, CIS-STORE-3: a non-terminal completion's first attempt wrote (a reader saw it),
+    another completion moved the record on, and the retry answered INVALID_TRANSITION; linearizable
+    only with the two attempts apart."""
+    req = request("call_1", "t1")
+    adm = admitted(opened(), req)
+    raw = with_raw(adm.record)
+    final = _finished(raw, ErrorCode.EXECUTION_FAILED)
+    b = _opened_builder()
+    b.call(1, "create", adm, **create_args(req))
+    x = b.invoke(1, "complete", before=adm.record, after=raw)  # the first attempt writes
+    b.call(3, "get", raw, run_id="run-1", tool_call_id="call_1")  # a reader sees that write
+    b.call(2, "complete", final, before=raw, after=final)
+    b.ok(x, ErrorCode.INVALID_TRANSITION)  # the retry finds the record moved on
+    assert b.check().violation is None
