@@ -144,6 +144,28 @@ class Target(abc.ABC):
     asynchronous: bool
     logs: LogCapture
 
+    def __init__(
+        self,
+        name: str,
+        store: AnyStore,
+        *,
+        clock: FakeClock,
+        limits: Limits,
+        token_factory: Callable[[], str],
+        boundary_factory: BoundaryFactory | None,
+        default_factory: BoundaryFactory,
+        asynchronous: bool,
+    ) -> None:
+        """The state every flavour holds: its store, clock, tools, logs and boundary."""
+        self.name = name
+        self.store = store
+        self.clock = clock
+        self.asynchronous = asynchronous
+        self.kit = ToolKit(clock.advance, asynchronous=asynchronous)
+        logger, self.logs = capturing_logger(name)
+        factory = boundary_factory or default_factory
+        self.boundary = factory(store, self.kit.registry, limits, token_factory, logger)
+
     @abc.abstractmethod
     def open_run(self, run_id: str, **params: int) -> RunContext | ErrorCode:
         """``boundary.open_run``."""
@@ -208,14 +230,16 @@ class SyncTarget(Target):
         token_factory: Callable[[], str],
         boundary_factory: BoundaryFactory | None,
     ) -> None:
-        self.name = name
-        self.store = store
-        self.clock = clock
-        self.asynchronous = False
-        self.kit = ToolKit(clock.advance)
-        logger, self.logs = capturing_logger(name)
-        factory = boundary_factory or _sync_boundary
-        self.boundary = factory(store, self.kit.registry, limits, token_factory, logger)
+        super().__init__(
+            name,
+            store,
+            clock=clock,
+            limits=limits,
+            token_factory=token_factory,
+            boundary_factory=boundary_factory,
+            default_factory=_sync_boundary,
+            asynchronous=False,
+        )
 
     def open_run(self, run_id: str, **params: int) -> RunContext | ErrorCode:
         """See :class:`Target`."""
@@ -337,14 +361,16 @@ class AsyncTarget(Target):
         token_factory: Callable[[], str],
         boundary_factory: BoundaryFactory | None,
     ) -> None:
-        self.name = name
-        self.store = store
-        self.clock = clock
-        self.asynchronous = True
-        self.kit = ToolKit(clock.advance, asynchronous=True)
-        logger, self.logs = capturing_logger(name)
-        factory = boundary_factory or _async_boundary
-        self.boundary = factory(store, self.kit.registry, limits, token_factory, logger)
+        super().__init__(
+            name,
+            store,
+            clock=clock,
+            limits=limits,
+            token_factory=token_factory,
+            boundary_factory=boundary_factory,
+            default_factory=_async_boundary,
+            asynchronous=True,
+        )
         self._runner = asyncio.Runner()
 
     def _run(self, awaitable: Any) -> Any:
