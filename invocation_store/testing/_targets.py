@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from ..boundary import AsyncToolBoundary, BoundaryResult, ToolBoundary, ToolRegistry
 from ..kernel import (
@@ -141,7 +141,9 @@ class Target(abc.ABC):
     boundary: Any
     clock: FakeClock
     kit: ToolKit
-    asynchronous: bool
+    asynchronous: ClassVar[bool]
+    #: The library's boundary of the flavour (``ToolBoundary`` or ``AsyncToolBoundary``).
+    boundary_class: ClassVar[type[Any]]
     logs: LogCapture
 
     def __init__(
@@ -153,18 +155,20 @@ class Target(abc.ABC):
         limits: Limits,
         token_factory: Callable[[], str],
         boundary_factory: BoundaryFactory | None,
-        default_factory: BoundaryFactory,
-        asynchronous: bool,
     ) -> None:
-        """The state every flavour holds: its store, clock, tools, logs and boundary."""
+        """The state every flavour holds: its store, clock, tools, logs and boundary
+        (``boundary_factory``, else the library's boundary of the flavour, ``boundary_class``)."""
         self.name = name
         self.store = store
         self.clock = clock
-        self.asynchronous = asynchronous
-        self.kit = ToolKit(clock.advance, asynchronous=asynchronous)
+        self.kit = ToolKit(clock.advance, asynchronous=self.asynchronous)
         logger, self.logs = capturing_logger(name)
-        factory = boundary_factory or default_factory
-        self.boundary = factory(store, self.kit.registry, limits, token_factory, logger)
+        if boundary_factory is None:
+            self.boundary = self.boundary_class(
+                store, self.kit.registry, limits=limits, token_factory=token_factory, logger=logger
+            )
+        else:
+            self.boundary = boundary_factory(store, self.kit.registry, limits, token_factory, logger)
 
     @abc.abstractmethod
     def open_run(self, run_id: str, **params: int) -> RunContext | ErrorCode:
@@ -220,26 +224,8 @@ class Target(abc.ABC):
 class SyncTarget(Target):
     """A sync store behind a :class:`ToolBoundary` (or a planted faulty boundary)."""
 
-    def __init__(
-        self,
-        name: str,
-        store: AnyStore,
-        *,
-        clock: FakeClock,
-        limits: Limits,
-        token_factory: Callable[[], str],
-        boundary_factory: BoundaryFactory | None,
-    ) -> None:
-        super().__init__(
-            name,
-            store,
-            clock=clock,
-            limits=limits,
-            token_factory=token_factory,
-            boundary_factory=boundary_factory,
-            default_factory=_sync_boundary,
-            asynchronous=False,
-        )
+    asynchronous = False
+    boundary_class: ClassVar[type[Any]] = ToolBoundary
 
     def open_run(self, run_id: str, **params: int) -> RunContext | ErrorCode:
         """See :class:`Target`."""
@@ -328,49 +314,15 @@ class SyncTarget(Target):
         self.store.close()
 
 
-def _sync_boundary(
-    store: AnyStore,
-    registry: ToolRegistry,
-    limits: Limits,
-    token_factory: Callable[[], str],
-    logger: logging.Logger,
-) -> ToolBoundary:
-    return ToolBoundary(store, registry, limits=limits, token_factory=token_factory, logger=logger)
-
-
-def _async_boundary(
-    store: AnyStore,
-    registry: ToolRegistry,
-    limits: Limits,
-    token_factory: Callable[[], str],
-    logger: logging.Logger,
-) -> AsyncToolBoundary:
-    return AsyncToolBoundary(store, registry, limits=limits, token_factory=token_factory, logger=logger)
-
-
 class AsyncTarget(Target):
     """An async store behind an :class:`AsyncToolBoundary`, on a private event loop."""
 
-    def __init__(
-        self,
-        name: str,
-        store: AnyStore,
-        *,
-        clock: FakeClock,
-        limits: Limits,
-        token_factory: Callable[[], str],
-        boundary_factory: BoundaryFactory | None,
-    ) -> None:
-        super().__init__(
-            name,
-            store,
-            clock=clock,
-            limits=limits,
-            token_factory=token_factory,
-            boundary_factory=boundary_factory,
-            default_factory=_async_boundary,
-            asynchronous=True,
-        )
+    asynchronous = True
+    boundary_class: ClassVar[type[Any]] = AsyncToolBoundary
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """See :class:`Target`; the boundary runs on a private event loop."""
+        super().__init__(*args, **kwargs)
         self._runner = asyncio.Runner()
 
     def _run(self, awaitable: Any) -> Any:
