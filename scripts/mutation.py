@@ -227,7 +227,9 @@ def run_adapters(sample: int, seed: int, max_children: int, keep: Path | None = 
             return 1
         draw = random.Random(seed)  # noqa: S311 - a reproducible sample, not a secret
         chosen = sorted(draw.sample(names, min(sample, len(names))))
-        _mutmut(workdir, "run", "--max-children", str(max_children), *chosen)
+        done = _mutmut(workdir, "run", "--max-children", str(max_children), *chosen)
+        if done.returncode != 0:
+            print(done.stdout[-2000:], done.stderr[-2000:], sep="\n")
         statuses = _statuses(workdir)
         return _report(
             f"adapters (sample of {len(chosen)} of {len(names)}, seed {seed})",
