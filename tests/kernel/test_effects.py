@@ -260,3 +260,36 @@ def test_check_completion_refuses_identity_changes() -> None:
     ):
         with pytest.raises(ValueError, match="may not change"):
             check_completion(record, changed)
+
+
+def test_completion_charge_is_never_negative_and_zero_for_no_growth() -> None:
+    """CIS-RUN-6: a completion that stores no more bytes is charged 0, never 1 and never negative."""
+    record = begun()
+    holding = with_raw(record)
+    assert completion_charge(record, record) == 0
+    assert completion_charge(holding, record) == 0  # shrinking is clamped to 0
+    assert completion_charge(record, holding) == len(RAW.encode("utf-8"))
+
+
+def test_agent_view_echoes_the_id_of_a_ready_record() -> None:
+    """CIS-BND-4: a bounded result names the call it answers."""
+    view = agent_view(ready(begun("call_7")))
+    assert view.ok is True
+    assert view.tool_call_id == "call_7"
+    assert (view.code, view.message) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        attrs.evolve(errored(), evidence_status=EvidenceStatus.EVIDENCE_FOUND),
+        attrs.evolve(errored(), evidence_status=EvidenceStatus.NO_EVIDENCE),
+        attrs.evolve(ready(), evidence_status=EvidenceStatus.ERROR, error_code=ErrorCode.EXECUTION_FAILED),
+    ],
+    ids=["error-with-found", "error-with-no-evidence", "ready-with-error-evidence"],
+)
+def test_agent_view_needs_both_ready_and_a_result_evidence(record: object) -> None:
+    """CIS-BND-4, CIS-ERR-1: only READY *and* FOUND/NO_EVIDENCE is a result; either alone is a failure."""
+    view = agent_view(record)  # type: ignore[arg-type]
+    assert view == failure_view(ErrorCode.EXECUTION_FAILED, "call_1")
+    assert view.content is None

@@ -94,3 +94,36 @@ def test_agrees_with_the_argument_check_on_valid_documents(value: dict[str, Any]
         decoded = load_document(text)
         assert decoded == json.loads(text)
         assert not violates_ijson(decoded)
+
+
+def test_the_unrepresentable_mark_reads_as_its_name() -> None:
+    """CIS-ECO-2: the mark shows as ``UNREPRESENTABLE`` wherever a decoded document is printed."""
+    assert repr(UNREPRESENTABLE) == "UNREPRESENTABLE"
+    assert repr(load_document('{"n": NaN}')) == "{'n': UNREPRESENTABLE}"
+
+
+@pytest.mark.parametrize("container", [list, tuple], ids=["list", "tuple"])
+def test_array_depth_counts_one_level_per_array(container: type) -> None:
+    """CIS-ECO-2, CIS-JSON-5: arrays nest like objects: 64 levels are fine, 65 are not."""
+    value: Any = 1
+    for _ in range(64):
+        value = container([value])
+    assert not violates_ijson(value)
+    assert violates_ijson(container([value]))
+    assert violates_ijson({"a": value})
+    mixed: Any = 1
+    for level in range(64):
+        mixed = [mixed] if level % 2 else {"a": mixed}
+    assert not violates_ijson(mixed)
+    assert violates_ijson([mixed])
+
+
+def test_load_document_errors_say_what_is_wrong() -> None:
+    """CIS-ECO-2, CIS-JSON-5: the two refusals of a document carry fixed texts, no document content."""
+    with pytest.raises(TypeError) as wrong_type:
+        load_document(b"{}")  # type: ignore[arg-type]
+    assert wrong_type.value.args == ("a JSON document is a str",)
+    deep = "[" * (DOCUMENT_MAX_DEPTH + 1) + "]" * (DOCUMENT_MAX_DEPTH + 1)
+    with pytest.raises(ValueError) as too_deep:
+        load_document(deep)
+    assert too_deep.value.args == ("nested too deeply",)

@@ -16,3 +16,10 @@ def test_only_a_missing_expiry_is_corrupt() -> None:
     for bad in (True, 1.5, "100"):
         with pytest.raises(TypeError):
             lifetime_is_intact(bad)  # type: ignore[arg-type]
+
+
+def test_a_bad_remaining_lifetime_is_named_in_the_error() -> None:
+    """CIS-DUR-7: the TypeError for a value of the wrong type says what is expected."""
+    with pytest.raises(TypeError) as raised:
+        lifetime_is_intact(2.0)  # type: ignore[arg-type]
+    assert raised.value.args == ("remaining_ms is an int or None",)

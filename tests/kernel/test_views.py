@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from invocation_store.kernel import (
@@ -73,3 +75,31 @@ def test_progress_from_views_equals_progress_from_records() -> None:
     assert project_progress(RUN_ID, ids, views, T0 + 30, Limits()) == project_progress(
         RUN_ID, ids, records, T0 + 30, Limits()
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "change"),
+    [
+        (InvocationStatus.ERROR, {"evidence_status": EvidenceStatus.EVIDENCE_FOUND}),
+        (InvocationStatus.ERROR, {"evidence_status": None}),
+        (InvocationStatus.ERROR, {"agent_result": "Paris: 18 C"}),
+        (InvocationStatus.ERROR, {"scope": "weather index"}),
+        (InvocationStatus.PROJECTING, {"evidence_status": EvidenceStatus.EVIDENCE_FOUND}),
+        (InvocationStatus.PROJECTING, {"evidence_status": EvidenceStatus.ERROR}),
+        (InvocationStatus.PROJECTING, {"agent_result": "Paris: 18 C"}),
+        (InvocationStatus.PROJECTING, {"scope": "weather index"}),
+    ],
+)
+def test_one_stray_field_makes_an_error_or_projecting_view_ill_formed(
+    status: InvocationStatus, change: dict[str, Any]
+) -> None:
+    """CIS-PERF-3, CIS-STORE-6: each outcome field is judged on its own, not only together.
+
+    An ERROR view needs ERROR evidence and neither result nor scope; a PROJECTING view
+    needs no evidence, result or scope. Changing any one of them alone is refused.
+    """
+    base = ProgressView.of(errored() if status is InvocationStatus.ERROR else begun())
+    assert is_well_formed_outcome(base) is True
+    view = base._replace(**change)
+    assert is_well_formed_outcome(view) is False
+    assert is_well_formed_view(view) is False
