@@ -79,18 +79,18 @@ EQUIVALENT: dict[str, str] = {
         )
         for n in (6, 7)
     },
-    "invocation_store.kernel._state.x_check_begin__mutmut_10": (
+    "invocation_store.kernel._admission.x_check_begin__mutmut_10": (
         "the probe record's token becomes None: no Begin check and not record_bytes reads the token, "
         "and check_begin returns only the code"
     ),
     **{
-        f"invocation_store.kernel._state.x_check_begin__mutmut_{n}": (
+        f"invocation_store.kernel._admission.x_check_begin__mutmut_{n}": (
             "the probe record's sequence (None or 2 for 1): no Begin check and not record_bytes reads it, "
             "and check_begin returns only the code"
         )
         for n in (11, 22)
     },
-    "invocation_store.kernel._state.x_check_begin__mutmut_23": (
+    "invocation_store.kernel._admission.x_check_begin__mutmut_23": (
         "the probe's ttl_ms 2 for 1: Begin checks only that it is a positive int, and the expiry it "
         "gives is discarded with the probe record"
     ),
