@@ -86,6 +86,7 @@ from invocation_store import (
     ToolSpec,
 )
 from invocation_store.adapters import ForwardingStore
+from invocation_store.boundary import copy_json
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
@@ -99,7 +100,7 @@ from invocation_store.kernel import (
     ToolCallEnvelope,
     transition,
 )
-from invocation_store.kernel._ijson import copy_json, parse_arguments
+from invocation_store.kernel._ijson import parse_arguments
 from invocation_store.testing.redis_server import redis_server
 
 HOUR_MS = 3_600_000
