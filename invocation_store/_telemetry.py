@@ -228,6 +228,21 @@ class _Otel:
     status_error: Any
     kind_internal: Any
     use_span: Callable[..., Any]
+    #: Whether an SDK provider is installed: the API's global getters and its proxy types.
+    tracer_provider: Callable[[], Any]
+    meter_provider: Callable[[], Any]
+    proxies: tuple[type, ...]
+
+    def configured(self) -> bool:
+        """True once an application installed a tracer or meter provider (an SDK).
+
+        Until then the API hands out proxies whose spans and instruments record nothing;
+        building them for every call would cost each invoke for no output.
+        """
+        return not (
+            isinstance(self.tracer_provider(), self.proxies)
+            and isinstance(self.meter_provider(), self.proxies)
+        )
 
 
 @functools.cache
@@ -255,7 +270,24 @@ def _otel() -> _Otel | None:
         status_error=trace.StatusCode.ERROR,
         kind_internal=trace.SpanKind.INTERNAL,
         use_span=trace.use_span,
+        tracer_provider=trace.get_tracer_provider,
+        meter_provider=metrics.get_meter_provider,
+        proxies=_proxy_types(trace),
     )
+
+
+def _proxy_types(trace: Any) -> tuple[type, ...]:
+    """The API's placeholder providers (the meter one is private: found by name, if present)."""
+    from opentelemetry.metrics import _internal  # noqa: PLC0415 - optional extra
+
+    meter_proxy = getattr(_internal, "_ProxyMeterProvider", None)
+    return (trace.ProxyTracerProvider, *((meter_proxy,) if isinstance(meter_proxy, type) else ()))
+
+
+def active_otel() -> _Otel | None:
+    """:func:`_otel` when an SDK provider is installed, else None: nothing to record."""
+    otel = _otel()
+    return otel if otel is not None and otel.configured() else None
 
 
 def _status(result: BoundaryResult) -> str:
@@ -331,7 +363,7 @@ class _Observation:
     def __init__(self, boundary: _Core, context: object, envelope: object) -> None:
         self.envelope = envelope
         self.scope = _open_scope(boundary, context, envelope)
-        self.otel = _otel()
+        self.otel = active_otel()
         self.started_ns = time.perf_counter_ns()
         self.span: Any = None
         self.span_context: Any = None

@@ -362,3 +362,39 @@ def test_outcome_counter_and_latency_histograms() -> None:
     for name, (_kind, _unit, allowed) in INSTRUMENTS.items():
         for point in _points(name):
             assert set(point.attributes) <= set(allowed)
+
+
+def test_no_span_is_built_until_an_sdk_is_installed() -> None:
+    """CIS-OBS-3: with the API but no SDK provider, invoke builds no span or instrument work;
+    once a provider is installed, the same process records."""
+    script = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from invocation_store import MemoryStore, ToolBoundary, ToolRegistry, ToolSpec, ToolCallEnvelope
+from invocation_store import EvidenceStatus, Projection, _telemetry
+found = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="x", scope="s")
+store = MemoryStore()
+spec = ToolSpec(name="t", executor=lambda a: "{}", projector=lambda r, a: found)
+boundary = ToolBoundary(store, ToolRegistry([spec]))
+context = boundary.open_run(
+    "r", deadline_ms=store.now_ms() + 9000, ttl_ms=9000, tool_call_budget=3, byte_budget=999
+)
+def call(tcid):
+    return ToolCallEnvelope(run_id="r", tool_call_id=tcid, tool_name="t", arguments="{}")
+assert _telemetry._otel() is not None and _telemetry.active_otel() is None
+assert boundary.invoke(context, call("c1")).ok
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+assert _telemetry.active_otel() is not None
+assert boundary.invoke(context, call("c2")).ok
+spans = exporter.get_finished_spans()
+assert [span.attributes["gen_ai.tool.call.id"] for span in spans] == ["c2"], spans
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
