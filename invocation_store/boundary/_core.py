@@ -40,6 +40,7 @@ from ..kernel import (
     RunContext,
     ToolCallEnvelope,
     agent_view,
+    duplicate_code,
     is_own_create,
     transition,
 )
@@ -205,7 +206,7 @@ class Core:
             projector_args=copy_json(parsed),
         )
 
-    def _request(self, context: RunContext, prepared: Prepared, now_ms: int) -> AdmissionRequest:
+    def _request(self, context: RunContext, prepared: Prepared) -> AdmissionRequest:
         token = exact_text(self._token_factory())
         if type(token) is not str or not token:
             raise TypeError("token_factory must return a non-empty str")
@@ -215,7 +216,6 @@ class Core:
             tool_name=prepared.tool.name,
             request_json=prepared.arguments,
             invocation_token=token,
-            now_ms=now_ms,
         )
 
     # -- steps 3-5: kernel transitions on the executor's and projector's outcomes -----
@@ -289,26 +289,32 @@ class Core:
         self._log.info("tool call refused at admission: %s", admitted.value)
         return failure(admitted, echo)
 
-    def _own_replay(self, admitted: Admission, request: AdmissionRequest, claimed: bool) -> bool:
+    def _own_replay(
+        self, admitted: Admission, request: AdmissionRequest, claimed: bool, not_before_ms: int
+    ) -> bool:
         """Is this replayed admission our own create, retried by the client library?
 
         Yes when no other call of this boundary ever drew the token (``claimed``, and
         still the sole use when the replay comes back) and the record is still
         exactly what ``request`` created (kernel ``is_own_create``: this call's token,
         128 random bits drawn for this call only, PROJECTING without a raw response,
-        the same ids, tool and request text, ``created_at_ms == request.now_ms``,
-        CIS-RETRY-2). Anything else is a replay of another call (CIS-BND-6).
+        the same ids, tool and request text, created no earlier than ``not_before_ms``,
+        the store clock read before the create was sent, CIS-RETRY-2). Anything else is
+        a replay of another call (CIS-BND-6).
         """
-        if claimed and self._sole_use(request.invocation_token) and is_own_create(admitted.record, request):
+        own = is_own_create(admitted.record, request, not_before_ms)
+        if claimed and self._sole_use(request.invocation_token) and own:
             self._log.info("create retried by the store client: recognised as this invocation")
             return True
         return False
 
-    def _replayed(self, echo: str | None) -> BoundaryResult:
+    def _replayed(self, admitted: Admission, echo: str | None) -> BoundaryResult:
         # Not our own create: the token factory repeated itself, and the record is
-        # another call's (or has moved on). Treat it as the duplicate it is (CIS-BND-6).
-        self._log.warning("invocation token reused: %s", ErrorCode.DUPLICATE_TOOL_CALL.value)
-        return failure(ErrorCode.DUPLICATE_TOOL_CALL, echo)
+        # another call's (or has moved on). Refuse it as the duplicate it is, with
+        # that call's fate (CIS-BND-6, CIS-ID-5).
+        code = duplicate_code(admitted.record)
+        self._log.warning("invocation token reused: %s", code.value)
+        return failure(code, echo)
 
     def _kernel_refused(self, code: ErrorCode, echo: str | None) -> BoundaryResult:
         # The kernel refused a transition of our own PROJECTING record: it expired

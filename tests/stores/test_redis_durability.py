@@ -139,8 +139,8 @@ def test_a_create_that_reaches_its_replica_runs_and_one_that_does_not_never_runs
     assert record is not None
     assert record.status is InvocationStatus.ERROR
     assert record.error_code is ErrorCode.DURABILITY_NOT_REACHED
-    again = _call(boundary, context, "call_2")  # the key's fate is recorded: a duplicate, never a run
-    assert again.code is ErrorCode.DUPLICATE_TOOL_CALL
+    again = _call(boundary, context, "call_2")  # the key's fate is recorded and told, never a run
+    assert again.code is ErrorCode.DURABILITY_NOT_REACHED
     assert executor.runs == {"call_1": 1}
     store.close()
 
@@ -159,7 +159,7 @@ def test_more_replicas_than_exist_is_never_reached(
     store.close()
     plain = RedisStore.from_url(primary, prefix="dur3", clock=clock, durability=Durability())
     assert isinstance(open_default_run(plain, clock()), RunState)
-    assert isinstance(plain.create(request(clock()), LIMITS), Admission)
+    assert isinstance(plain.create(request(), LIMITS), Admission)
     plain.close()
 
 
@@ -199,7 +199,7 @@ def test_an_aof_mode_needs_waitaof_and_appendonly(clock: FakeClock) -> None:
         store = RedisStore.from_url(url, clock=clock, durability=Durability(aof=True, timeout_ms=3000))
         if _has_waitaof(url):
             assert isinstance(open_default_run(store, clock()), RunState)
-            assert isinstance(store.create(request(clock()), LIMITS), Admission)
+            assert isinstance(store.create(request(), LIMITS), Admission)
         else:
             with pytest.raises(UnsafeServerError) as caught:
                 open_default_run(store, clock())
@@ -230,9 +230,9 @@ def test_the_async_store_waits_too(primary_and_replica: tuple[str, str], clock: 
                 RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
             )
             assert isinstance(opened, RunState)
-            first = await store.create(request(clock(), "call_1"), LIMITS)
+            first = await store.create(request("call_1"), LIMITS)
             with _paused(_pid(replica)):
-                second = await store.create(request(clock(), "call_2"), LIMITS)
+                second = await store.create(request("call_2"), LIMITS)
             return first, second, await store.get(RUN, "call_2")
         finally:
             await store.close()

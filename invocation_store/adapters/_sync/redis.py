@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 import redis
 import redis.cluster
-from attrs import evolve
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
@@ -346,9 +345,9 @@ class RedisStore:
         the same invocation token, CIS-RETRY-2) or RUN_INACTIVE,
         RUN_DEADLINE_EXCEEDED, DUPLICATE_TOOL_CALL, TOOL_BUDGET_EXHAUSTED,
         INVALID_ARGUMENTS, RUN_BYTES_EXHAUSTED or a Begin code. The record's TTL is
-        set once, here (CIS-TTL-1). Time is ``request.now_ms``.
+        set once, here (CIS-TTL-1). Time is the store's clock (CIS-STORE-10).
         """
-        plan = core.plan_create(self._prefix, request, limits)
+        plan = core.plan_create(self._prefix, request, limits, self._clock())
         if isinstance(plan, ErrorCode):
             return plan
         if not self._ready:
@@ -372,7 +371,7 @@ class RedisStore:
                 # The script started too late for its now: learn the offset again, resend with a fresh now.
                 LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
                 self._calibrate()
-                replanned = core.plan_create(self._prefix, evolve(plan.request, now_ms=self._clock()), limits)
+                replanned = core.plan_create(self._prefix, plan.request, limits, self._clock())
                 if isinstance(replanned, ErrorCode):
                     return replanned
                 plan = replanned
@@ -423,7 +422,7 @@ class RedisStore:
         """The create's command, with the server time it should start by when lag is checked (CIS-DUR-11)."""
         if self._max_lag is None:
             return plan.command
-        return (*plan.command, str(plan.request.now_ms + self._offset_ms), str(self._max_lag))
+        return (*plan.command, str(plan.now_ms + self._offset_ms), str(self._max_lag))
 
     def _calibrate(self) -> None:
         """Measure server ``TIME`` minus the store clock (one round trip; a cluster: any node)."""

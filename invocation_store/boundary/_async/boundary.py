@@ -199,16 +199,17 @@ class AsyncToolBoundary(Core):
             return await self._finish_held(held, echo)
         operation = "create"
         try:
-            request = self._request(context, prepared, read_clock(self.store.now_ms))
+            sent_at = read_clock(self.store.now_ms)
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
+        request = self._request(context, prepared)
         claimed = self._claim(request.invocation_token)
         try:
             admitted = await _store(self.store.create, request, self.limits)
             if isinstance(admitted, ErrorCode):
                 return self._admission_refused(admitted, echo)
-            if admitted.replayed and not self._own_replay(admitted, request, claimed):
-                return self._replayed(echo)
+            if admitted.replayed and not self._own_replay(admitted, request, claimed, sent_at):
+                return self._replayed(admitted, echo)
             created = admitted.record
             operation = "clock"
             with _telemetry.phase("execute"):
