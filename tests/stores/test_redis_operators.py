@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,6 +200,11 @@ def test_an_old_server_gets_the_version_error_on_every_construction_path(
     assert all(expected in message for message in messages)
     assert main(["inspect", "--redis-url", url, "--run", RUN]) == 1
     assert expected in capsys.readouterr().err
+    transcript = str(
+        Path(__file__).resolve().parents[2] / "examples" / "transcripts" / "openai_responses.json"
+    )
+    assert main(["replay", transcript, "--redis-url", url]) == 1
+    assert expected in capsys.readouterr().err
 
 
 # -- CIS-DUR-7: a corrupt key is isolated --------------------------------------------------
@@ -221,9 +227,9 @@ def _persisting_tool(url: str, prefix: str) -> ToolSpec:
 def test_a_corrupt_record_is_answered_at_once_and_swept_around(
     server_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """CIS-DUR-7: a record whose TTL was removed from outside is a permanent fault: its completion is
-    not retried (answered STORE_UNAVAILABLE at once, well inside the 2 s budget) and held; sweep_stale
-    and inspect name it (id and cause, no payload) and carry on with the rest of the run."""
+    """CIS-DUR-7, CIS-DUR-12: a record whose TTL was removed from outside is a permanent fault: its
+    completion is not retried (answered STORE_UNAVAILABLE at once, well inside the 2 s budget) and
+    held; sweep_stale and inspect name it (id and cause, no payload) and carry on with the rest of the run."""
     prefix = "corrupt"
     store = RedisStore.from_url(server_url, prefix=prefix, clock=clock)
     boundary = ToolBoundary(store, ToolRegistry([_persisting_tool(server_url, prefix)]))
@@ -264,7 +270,7 @@ def test_a_corrupt_record_is_answered_at_once_and_swept_around(
 
 
 def test_a_key_of_a_foreign_type_is_a_corrupt_record(server_url: str, clock: FakeClock) -> None:
-    """CIS-DUR-7: a record key holding another type (WRONGTYPE) is reported by id as WrongType; the
+    """CIS-DUR-12: a record key holding another type (WRONGTYPE) is reported by id as WrongType; the
     other records of the batch still read."""
     prefix = "wrongtype"
     store = RedisStore.from_url(server_url, prefix=prefix, clock=clock)
@@ -366,10 +372,10 @@ def _stopped(pid: int) -> Any:
 
 
 def test_a_stalled_server_keeps_the_completion_budget_nested_retries_included(clock: FakeClock) -> None:
-    """CIS-DUR-4, CIS-DUR-5: with the server stalled (SIGSTOP), a completion answers STORE_UNAVAILABLE
-    after at most CompletionRetry.budget_ms plus one round trip (the socket timeout), although every
-    boundary retry is a store call with its own RetryPolicy budget: the store's loop honours the
-    boundary's deadline."""
+    """CIS-DUR-4, CIS-DUR-5, CIS-DUR-13: with the server stalled (SIGSTOP), a completion answers
+    STORE_UNAVAILABLE after at most CompletionRetry.budget_ms plus one round trip (the socket
+    timeout), although every boundary retry is a store call with its own RetryPolicy budget: the
+    store's loop honours the boundary's deadline."""
     with redis_server() as url:
         with redis.Redis.from_url(url) as admin:
             pid = int(admin.info("server")["process_id"])
@@ -408,8 +414,8 @@ def test_a_stalled_server_keeps_the_completion_budget_nested_retries_included(cl
 
 
 def test_a_down_server_is_answered_within_the_retry_budget(clock: FakeClock) -> None:
-    """CIS-DUR-4: a server that refuses connections is STORE_UNAVAILABLE within RetryPolicy.budget_ms
-    (plus one connection attempt), on both flavours, for a write and for a read."""
+    """CIS-DUR-4, CIS-DUR-13: a server that refuses connections is STORE_UNAVAILABLE within
+    RetryPolicy.budget_ms (plus one connection attempt), on both flavours, for a write and for a read."""
     with redis_server() as url:
         pass  # the port is free again: connections are refused
     policy = RetryPolicy(budget_ms=500)
