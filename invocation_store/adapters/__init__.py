@@ -1,7 +1,7 @@
 """Adapters: the I/O half. Each applies what the kernel decided (CIS-STORE-1)."""
 
 from ._forwarding import ForwardingStore
-from ._protocol import AsyncInvocationStore, InvocationStore, StoreUnavailableError
+from ._protocol import AsyncInvocationStore, CorruptRecordError, InvocationStore, StoreUnavailableError
 from ._redis_keys import call_key, done_key, run_key
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
 from .redis import (
@@ -19,6 +19,7 @@ __all__ = [
     "AsyncInvocationStore",
     "AsyncMemoryStore",
     "AsyncRedisStore",
+    "CorruptRecordError",
     "Durability",
     "ForwardingStore",
     "InvocationStore",

@@ -956,8 +956,10 @@ def finish_ttl(
         raise CorruptReplyError("UnexpectedReply")
     if all(value is None for value in fields):
         return None
-    if any(value is None for value in fields) or not lifetime_is_intact(None if pttl == -1 else pttl):
+    if any(value is None for value in fields):
         raise CorruptReplyError("CorruptRecord")
+    if not lifetime_is_intact(None if pttl == -1 else pttl):
+        raise CorruptReplyError("NoTTL")
     if decode_text(fields[0]) != run_id or decode_text(fields[1]) != tool_call_id:
         raise CorruptReplyError("IdentityMismatch")
     if pttl < 0:

@@ -86,11 +86,19 @@ class Prepared(NamedTuple):
 
 
 def _cause(exc: BaseException) -> str:
-    """Type name of a store failure, for logs (the original type for a StoreUnavailableError)."""
+    """A store failure for logs: its type name, and for a StoreUnavailableError its operator text.
+
+    ``operator_text()`` is this library's own fixed text (a cause label, or the setting
+    an operator must change, e.g. an evicting ``maxmemory-policy``), never foreign
+    exception text; a third-party store's cause is reduced to a safe name (CIS-FAIL-5).
+    """
     name = type_name(exc)
-    if isinstance(exc, StoreUnavailableError):
-        return f"{name}({safe_name(getattr(exc, 'cause', None))})"
-    return name
+    if not isinstance(exc, StoreUnavailableError):
+        return name
+    if type(exc).__module__.startswith("invocation_store."):
+        text = exc.operator_text()
+        return f"{name}: {text}" if safe_name(text) != text else f"{name}({text})"
+    return f"{name}({safe_name(getattr(exc, 'cause', None))})"
 
 
 def unavailable(exc: BaseException) -> StoreUnavailableError:
@@ -331,6 +339,17 @@ class Core:
             return failure(stored, echo)
         _telemetry.record_completed(final)
         return result_of(agent_view(final))
+
+    def _corrupt_found(self, run_id: str, corrupt: dict[str, str]) -> None:
+        """Log each corrupt record a sweep left as it is: tool_call_id and cause label, no payload."""
+        for tool_call_id, cause in sorted(corrupt.items()):
+            self._log.warning(
+                "sweep of run %s left corrupt record %s as it is (%s): %s",
+                run_id,
+                tool_call_id,
+                cause,
+                ErrorCode.STORE_UNAVAILABLE.value,
+            )
 
     def _swept(self, swept: int) -> int:
         if swept:

@@ -595,7 +595,7 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
         (b"run_id", b"run-2", "IdentityMismatch"),
         (b"tool_call_id", b"call_2", "IdentityMismatch"),
         (b"sequence", b"one", "CorruptInteger"),
-        (b"status", b"DONE", "ValueError"),
+        (b"status", b"DONE", "CorruptRecord"),  # no such status: a record that does not decode
         (b"status", b"READY", "CorruptRecord"),  # READY without evidence: no transition makes it
         (b"unexpected", b"x", "CorruptRecord"),
     ):
