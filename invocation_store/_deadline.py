@@ -11,8 +11,11 @@ any case and a retry only while the pause before it ends before the deadline
 (:func:`retry_allowed`), so an operation returns at most one round trip after the
 outermost deadline: the attempt in flight when it passed.
 
-Times are ``time.monotonic()`` seconds (never the store clock, which tests move at
-will). No store Protocol changes: a third-party store simply ignores the scope.
+Times are :func:`monotonic` seconds: ``time.monotonic()``, never the store clock, which
+tests move at will. A deterministic simulation runs the boundary and the stores on
+simulated time and installs its own monotonic clock with :func:`use_clock` (a context
+variable, like the deadline itself), so that budgets are measured in simulated time
+too. No store Protocol changes: a third-party store simply ignores the scope.
 """
 
 from __future__ import annotations
@@ -20,18 +23,40 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
-__all__ = ["current_deadline", "operation_deadline", "retry_allowed"]
+__all__ = ["current_deadline", "monotonic", "operation_deadline", "retry_allowed", "use_clock"]
 
+_CLOCK: Final[contextvars.ContextVar[Callable[[], float]]] = contextvars.ContextVar(
+    "invocation_store_monotonic_clock", default=time.monotonic
+)
 _DEADLINE: Final[contextvars.ContextVar[float | None]] = contextvars.ContextVar(
     "invocation_store_operation_deadline", default=None
 )
 
 
+def monotonic() -> float:
+    """Seconds of the clock every deadline is measured on: ``time.monotonic()`` unless :func:`use_clock` set another."""
+    return _CLOCK.get()()
+
+
+@contextlib.contextmanager
+def use_clock(clock: Callable[[], float]) -> Iterator[None]:
+    """Measure deadlines (and every retry budget) on ``clock``, in seconds, inside this scope.
+
+    For simulations that run the library on simulated time (``invocation_store.testing``'s
+    simulator); asyncio tasks started inside the scope inherit it.
+    """
+    token = _CLOCK.set(clock)
+    try:
+        yield
+    finally:
+        _CLOCK.reset(token)
+
+
 def current_deadline() -> float | None:
-    """The innermost scope's deadline (``time.monotonic()`` seconds), or None outside any scope."""
+    """The innermost scope's deadline (:func:`monotonic` seconds), or None outside any scope."""
     return _DEADLINE.get()
 
 
@@ -39,10 +64,10 @@ def current_deadline() -> float | None:
 def operation_deadline(budget_ms: int) -> Iterator[float]:
     """A scope whose deadline is ``budget_ms`` (integer ms) from now, or the enclosing one if earlier.
 
-    Yields the scope's deadline (``time.monotonic()`` seconds); the enclosing deadline
+    Yields the scope's deadline (:func:`monotonic` seconds); the enclosing deadline
     is restored on exit. ``budget_ms`` 0 is a deadline of now: no retry.
     """
-    own = time.monotonic() + budget_ms / 1000
+    own = monotonic() + budget_ms / 1000
     outer = _DEADLINE.get()
     deadline = own if outer is None else min(own, outer)
     token = _DEADLINE.set(deadline)
@@ -58,4 +83,4 @@ def retry_allowed(pause_s: float) -> bool:
     Outside any scope: True (the caller's own loop bounds itself).
     """
     deadline = _DEADLINE.get()
-    return deadline is None or time.monotonic() + pause_s <= deadline
+    return deadline is None or monotonic() + pause_s <= deadline

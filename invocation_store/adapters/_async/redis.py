@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +23,7 @@ import redis.asyncio.cluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
-from ..._deadline import operation_deadline, retry_allowed
+from ..._deadline import monotonic, operation_deadline, retry_allowed
 from ...kernel import (
     PROGRESS_FIELDS,
     Admission,
@@ -133,7 +132,7 @@ class AsyncRedisStore:
         self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
         self._checked = False  # the first check_server passed once (replicas are counted then only)
-        self._policy_checked = 0.0  # time.monotonic() of the last maxmemory-policy reading
+        self._policy_checked = 0.0  # _deadline.monotonic() of the last maxmemory-policy reading
         self._cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
         if self._cluster and self._durability.waits and not AsyncRedisFlavour.WAITS_ON_CLUSTER:
             raise ValueError("a durability mode that waits is not supported on an asyncio cluster client")
@@ -238,7 +237,7 @@ class AsyncRedisStore:
         if failure is not None:
             raise failure
         self._ready = self._checked = True
-        self._policy_checked = time.monotonic()
+        self._policy_checked = monotonic()
         if self._max_lag is not None:
             try:
                 await self._calibrate()
@@ -281,7 +280,7 @@ class AsyncRedisStore:
         if not self._ready:
             await self.check_server()
             return
-        if not at_open and time.monotonic() - self._policy_checked < POLICY_CHECK_INTERVAL_MS / 1000:
+        if not at_open and monotonic() - self._policy_checked < POLICY_CHECK_INTERVAL_MS / 1000:
             return
         failure: StoreUnavailableError | None = None
         try:
@@ -296,7 +295,7 @@ class AsyncRedisStore:
             failure = StoreUnavailableError(report_failure("check_server", exc))
         if failure is not None:
             raise failure
-        self._policy_checked = time.monotonic()
+        self._policy_checked = monotonic()
 
     @staticmethod
     async def _old_server(client: redis.asyncio.Redis) -> UnsupportedRedisError | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -25,7 +24,7 @@ import redis.cluster
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-from ..._deadline import operation_deadline, retry_allowed
+from ..._deadline import monotonic, operation_deadline, retry_allowed
 from ...kernel import (
     PROGRESS_FIELDS,
     Admission,
@@ -134,7 +133,7 @@ class RedisStore:
         self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
         self._checked = False  # the first check_server passed once (replicas are counted then only)
-        self._policy_checked = 0.0  # time.monotonic() of the last maxmemory-policy reading
+        self._policy_checked = 0.0  # _deadline.monotonic() of the last maxmemory-policy reading
         self._cluster = isinstance(client, redis.cluster.RedisCluster)
         if self._cluster and self._durability.waits and not RedisFlavour.WAITS_ON_CLUSTER:
             raise ValueError("a durability mode that waits is not supported on an asyncio cluster client")
@@ -239,7 +238,7 @@ class RedisStore:
         if failure is not None:
             raise failure
         self._ready = self._checked = True
-        self._policy_checked = time.monotonic()
+        self._policy_checked = monotonic()
         if self._max_lag is not None:
             try:
                 self._calibrate()
@@ -282,7 +281,7 @@ class RedisStore:
         if not self._ready:
             self.check_server()
             return
-        if not at_open and time.monotonic() - self._policy_checked < POLICY_CHECK_INTERVAL_MS / 1000:
+        if not at_open and monotonic() - self._policy_checked < POLICY_CHECK_INTERVAL_MS / 1000:
             return
         failure: StoreUnavailableError | None = None
         try:
@@ -297,7 +296,7 @@ class RedisStore:
             failure = StoreUnavailableError(report_failure("check_server", exc))
         if failure is not None:
             raise failure
-        self._policy_checked = time.monotonic()
+        self._policy_checked = monotonic()
 
     @staticmethod
     def _old_server(client: redis.Redis) -> UnsupportedRedisError | None:
