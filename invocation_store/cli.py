@@ -18,7 +18,7 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS = ("replay", "inspect", "fuzz", "check_trace", "check_history", "model_check")
+SUBCOMMANDS = ("replay", "inspect", "fuzz", "check_trace", "check_history", "model_check", "simulate")
 
 
 def _version() -> str:
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Canonical tool-invocation store: replay agent transcripts through the ToolBoundary, "
             "inspect a run's records, fuzz a store with the stateful machine, check a trace "
             "against the reference kernel, check a concurrent history for linearizability, "
-            "model-check the kernel over a small scope."
+            "model-check the kernel over a small scope, simulate hosts, clocks, network and store faults."
         ),
     )
     parser.add_argument(

@@ -1,8 +1,8 @@
-"""Test kit: a fake clock, a private redis-server launcher and the stateful machine.
+"""Test kit: a fake clock, a private redis-server launcher, the stateful machine and the simulator.
 
 Ships inside the package so that anyone can verify their own store with it.
-The stateful machine needs Hypothesis; its names are imported on first use, so
-that ``FakeClock`` works without it.
+The stateful machine needs Hypothesis, the simulator fakeredis (with lupa); their
+names are imported on first use, so that ``FakeClock`` works without them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,19 @@ from ._clock import FakeClock
 if TYPE_CHECKING:
     from ._factories import RedisStoreFactory
     from ._mutants import MUTANTS, Mutant
+    from ._sim import (
+        PLANTED_FAULTS,
+        PROMISES,
+        PlantedFault,
+        SimulationResult,
+        Violation,
+        history_of,
+        seed_schedule,
+        seeds_to_find,
+        shrink_failure,
+        simulate,
+    )
+    from ._sim_schedule import DEPLOYMENTS, Deployment, HostSpec, RunSpec, Schedule, Step, schedules
     from .stateful import (
         INVARIANTS,
         MACHINE_LIMITS,
@@ -25,16 +38,33 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEPLOYMENTS",
     "INVARIANTS",
     "MACHINE_LIMITS",
     "MUTANTS",
+    "PLANTED_FAULTS",
+    "PROMISES",
+    "Deployment",
     "FakeClock",
+    "HostSpec",
     "InvariantViolation",
     "InvocationMachine",
     "MachineStats",
     "Mutant",
+    "PlantedFault",
     "RedisStoreFactory",
+    "RunSpec",
+    "Schedule",
+    "SimulationResult",
+    "Step",
+    "Violation",
+    "history_of",
     "make_invocation_machine",
+    "schedules",
+    "seed_schedule",
+    "seeds_to_find",
+    "shrink_failure",
+    "simulate",
 ]
 
 _LAZY = {
@@ -47,6 +77,24 @@ _LAZY = {
     "MUTANTS": "._mutants",
     "Mutant": "._mutants",
     "RedisStoreFactory": "._factories",
+    **dict.fromkeys(
+        (
+            "PLANTED_FAULTS",
+            "PROMISES",
+            "PlantedFault",
+            "SimulationResult",
+            "Violation",
+            "history_of",
+            "seed_schedule",
+            "seeds_to_find",
+            "shrink_failure",
+            "simulate",
+        ),
+        "._sim",
+    ),
+    **dict.fromkeys(
+        ("DEPLOYMENTS", "Deployment", "HostSpec", "RunSpec", "Schedule", "Step", "schedules"), "._sim_schedule"
+    ),
 }
 
 

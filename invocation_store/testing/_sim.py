@@ -71,7 +71,7 @@ from ..kernel import (
 from ._sim_loop import SimulationStalled, VirtualLoop, run_simulated
 from ._sim_net import CURRENT_OP, Network, RemoteMemoryStore, SimConnection
 from ._sim_redis import SimRedisDeployment, SimRedisNode, simulated_server_time
-from ._sim_schedule import Schedule, Step, describe_step
+from ._sim_schedule import DEPLOYMENTS, Schedule, Step, describe_step, generate, shrink
 
 __all__ = [
     "PLANTED_FAULTS",
@@ -80,6 +80,10 @@ __all__ = [
     "PlantedFault",
     "SimulationResult",
     "Violation",
+    "history_of",
+    "seed_schedule",
+    "seeds_to_find",
+    "shrink_failure",
     "simulate",
 ]
 
@@ -99,8 +103,8 @@ SIM_LIMITS: Final = Limits(raw_bytes=2_048, agent_result_bytes=512)
 SOCKET_TIMEOUT_MS: Final = 1_000
 CONNECT_TIMEOUT_MS: Final = 500
 MEMORY_TIMEOUT_MS: Final = 500
-RETRY: Final = RetryPolicy(budget_ms=2_000)
-COMPLETION: Final = CompletionRetry(budget_ms=2_000)
+RETRY: Final = RetryPolicy(budget_ms=4_000)  # above the completion budget: nested budgets would show
+COMPLETION: Final = CompletionRetry(budget_ms=1_000)  # below the store's: nested budgets would show
 DURABILITY_TIMEOUT_MS: Final = 250
 TOOL_TIMEOUT_MS: Final = 1_000
 #: After the last step, how long the simulation lets retries, re-sends and replication settle.
@@ -247,6 +251,7 @@ class _Attempt:
     run_id: str
     tool_call_id: str
     token: str | None = None
+    number: int = 0
 
 
 @define
@@ -263,6 +268,7 @@ class _Op:
     end_ms: int | None = None
     result: Any = None
     failed: str | None = None
+    attempt: int = 0  # the harness call it belongs to (0: none)
     host_times: list[int] = field(factory=list)
     server_times: list[int] = field(factory=list)
 
@@ -635,6 +641,7 @@ class _Simulation:
         self.events: list[tuple[str, _Op]] = []
         self.logs: list[str] = []
         self.policy_changed_ms: int | None = None
+        self.attempts = 0
         self.rng = random.Random(schedule.seed * 31 + 7)  # noqa: S311 - repeatable fault choices
         self.logger = logging.getLogger("invocation_store.testing.simulation")
         self.registry = self._registry()
@@ -838,7 +845,9 @@ class _Simulation:
     # -- operations --------------------------------------------------------------------------------
 
     def start_op(self, host: _Host, process: str, name: str, run_id: str, args: dict[str, Any]) -> _Op:
+        _process, attempt = _TASK.get()
         op = _Op(
+            attempt=0 if attempt is None else attempt.number,
             id=len(self.ops),
             process=process,
             host=host.index,
@@ -944,7 +953,10 @@ class _Simulation:
         key = (envelope.run_id, str(envelope.tool_call_id))
         if self.planted == "dropped-create" and key in host.unknown_creates:
             boundary = host.new_boundary()  # planted: the held create is forgotten
-        attempt = _Attempt(host=host.index, incarnation=host.incarnation, run_id=key[0], tool_call_id=key[1])
+        self.attempts += 1
+        attempt = _Attempt(
+            host=host.index, incarnation=host.incarnation, run_id=key[0], tool_call_id=key[1], number=self.attempts
+        )
         process, _ = _TASK.get()
         _TASK.set((process, attempt))
         self.stats["invocations"] += 1
@@ -1112,6 +1124,10 @@ class _Simulation:
             for index, version in enumerate(versions):
                 if not version.executed or version.end not in ("replaced", "deleted"):
                     continue
+                tolerance = 0 if self.redis is None else DEFAULT_MAX_LAG_MS
+                if version.expiry_ms is not None and version.ended_ms is not None:
+                    if version.ended_ms + tolerance >= version.expiry_ms:
+                        continue  # within the store's stated bound on a stale clock reading (CIS-DUR-11)
                 later = [v for v in versions[index + 1 :] if v.executed]
                 if later:
                     lived = "" if version.expiry_ms is None else f", due to expire at t={version.expiry_ms}ms"
@@ -1200,7 +1216,8 @@ class _Simulation:
 
     def _check_waits(self) -> None:
         bound = self.op_bound_ms() + 50
-        phases: dict[tuple[str, str], tuple[int, int]] = {}
+        names: dict[int, str] = {}
+        phases: dict[int, tuple[int, int]] = {}
         for op in self.ops:
             if op.end_ms is None or op.failed == "CancelledError":
                 continue
@@ -1209,18 +1226,18 @@ class _Simulation:
                 self.violations.append(
                     self._violation("wait", op.end_ms, f"store {op.name} on host {op.host} took {took} ms (bound {bound} ms)")
                 )
-            if op.name == "complete":
-                key = (op.process, op.args["before"].tool_call_id)
-                first, _ = phases.get(key, (op.start_ms, op.end_ms))
-                phases[key] = (first, op.end_ms)
+            if op.name == "complete" and op.attempt:
+                first, _ = phases.get(op.attempt, (op.start_ms, op.end_ms))
+                phases[op.attempt] = (first, op.end_ms)
+                names[op.attempt] = f"{op.args['before'].run_id}/{op.args['before'].tool_call_id} on host {op.host}"
         limit = COMPLETION.budget_ms + self.round_trip_ms() + 50
-        for (process, tcid), (first, last) in phases.items():
+        for number, (first, last) in phases.items():
             if last - first > limit:
                 self.violations.append(
                     self._violation(
                         "wait",
                         last,
-                        f"the completion of {tcid} ({process}) took {last - first} ms (budget "
+                        f"the completion of {names[number]} took {last - first} ms (budget "
                         f"{COMPLETION.budget_ms} ms + one round trip: {limit} ms)",
                     )
                 )
@@ -1395,12 +1412,7 @@ def _captured_logs(lines: list[str]) -> Iterator[None]:
         package.propagate = saved[1]
 
 
-def simulate(schedule: Schedule, *, planted: str | None = None) -> SimulationResult:
-    """Run ``schedule`` (with the planted fault ``planted``, a :data:`PLANTED_FAULTS` key) and check every promise.
-
-    Deterministic: the same schedule and planted fault give the same result, trace and
-    digest. Raises ``ValueError`` for an unknown planted fault.
-    """
+def _run(schedule: Schedule, planted: str | None) -> _Simulation:
     if planted is not None and planted not in PLANTED_FAULTS:
         raise ValueError(f"unknown planted fault {planted!r}")
     sim = _Simulation(schedule, planted)
@@ -1409,6 +1421,25 @@ def simulate(schedule: Schedule, *, planted: str | None = None) -> SimulationRes
             run_simulated(sim.main(), sim.loop)
         except SimulationStalled as exc:
             sim.violate("stalled", f"the simulation stalled ({type(exc).__name__})")
+    return sim
+
+
+def history_of(schedule: Schedule, planted: str | None = None) -> list[str]:
+    """The history (JSON Lines, header first) ``schedule`` records, for ``invocation-store check-history``.
+
+    Runs whose data a fault changed, or with a create refused as not durable, are left
+    out (see :meth:`_Simulation.excluded_runs`).
+    """
+    return _run(schedule, planted).history_lines()
+
+
+def simulate(schedule: Schedule, *, planted: str | None = None) -> SimulationResult:
+    """Run ``schedule`` (with the planted fault ``planted``, a :data:`PLANTED_FAULTS` key) and check every promise.
+
+    Deterministic: the same schedule and planted fault give the same result, trace and
+    digest. Raises ``ValueError`` for an unknown planted fault.
+    """
+    sim = _run(schedule, planted)
     sim.check()
     trace = tuple(sim.trace)
     digest = hashlib.sha256("\n".join(trace).encode()).hexdigest()
@@ -1421,3 +1452,62 @@ def simulate(schedule: Schedule, *, planted: str | None = None) -> SimulationRes
         digest=digest,
         stats=dict(sim.stats),
     )
+
+
+# -- seeds, shrinking, replay -------------------------------------------------------------------
+
+
+def seed_schedule(
+    seed: int,
+    *,
+    hosts: int = 3,
+    steps: int = 200,
+    deployment: str | None = None,
+    planted: str | None = None,
+    max_skew_ms: int = 12_000,
+) -> Schedule:
+    """The schedule of ``seed`` (``_sim_schedule.generate``) on the named deployment.
+
+    ``deployment`` None (or ``mixed``): the planted fault's deployment if one is planted,
+    else one drawn from the seed. Raises ``ValueError`` for unknown names.
+    """
+    name = deployment if deployment not in (None, "mixed") else None
+    if name is None and planted is not None:
+        if planted not in PLANTED_FAULTS:
+            raise ValueError(f"unknown planted fault {planted!r}")
+        name = PLANTED_FAULTS[planted].deployment
+    if name is not None and name not in DEPLOYMENTS:
+        raise ValueError(f"unknown deployment {name!r}")
+    return generate(
+        seed,
+        hosts=hosts,
+        steps=steps,
+        deployment=None if name is None else DEPLOYMENTS[name],
+        max_skew_ms=max_skew_ms,
+    )
+
+
+def shrink_failure(result: SimulationResult, *, budget: int = 300) -> SimulationResult:
+    """A minimal schedule (``_sim_schedule.shrink``) that still breaks one of ``result``'s promises, run."""
+    promises = {violation.promise for violation in result.violations}
+    if not promises:
+        return result
+
+    def fails(candidate: Schedule) -> bool:
+        found = simulate(candidate, planted=result.planted)
+        return bool(promises & {violation.promise for violation in found.violations})
+
+    smaller = shrink(result.schedule, fails, budget=budget)
+    return simulate(smaller, planted=result.planted)
+
+
+def seeds_to_find(
+    planted: str, *, first_seed: int = 0, max_seeds: int = 200, hosts: int = 3, steps: int = 150
+) -> int | None:
+    """How many consecutive seeds from ``first_seed`` it takes to break the planted fault's promise (None: not found)."""
+    promise = PLANTED_FAULTS[planted].promise
+    for count in range(1, max_seeds + 1):
+        schedule = seed_schedule(first_seed + count - 1, hosts=hosts, steps=steps, planted=planted)
+        if any(violation.promise == promise for violation in simulate(schedule, planted=planted).violations):
+            return count
+    return None

@@ -531,6 +531,8 @@ class SimRedisDeployment:
         if master.repl_cut_until_ms > now_ms or not replica.up:
             self.schedule_replication(master)
             return
+        if not master.repl_queue:
+            return
         offset, fields, at_s = master.repl_queue.popleft()
         replica.apply_replicated(fields, at_s)
         master.replica_acked = offset

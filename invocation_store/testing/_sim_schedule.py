@@ -207,9 +207,9 @@ def generate(
     run_count = max(1, min(4, steps // 40 + 1))
     runs = tuple(
         RunSpec(
-            ttl_ms=rng.choice((4_000, 8_000, 15_000, 30_000)),
-            budget=rng.choice((3, 5, 8, 12)),
-            byte_budget=rng.choice((600, 1_500, 10_000)),
+            ttl_ms=rng.choice((6_000, 15_000, 30_000, 60_000)),
+            budget=rng.choice((4, 8, 12, 20)),
+            byte_budget=rng.choice((1_500, 10_000, 40_000)),
         )
         for _ in range(run_count)
     )
@@ -220,6 +220,12 @@ def generate(
     for _ in range(steps):
         now += int(rng.expovariate(1 / 60)) + 1
         host = rng.randrange(hosts)
+        if rng.random() < fault_rate / 2:
+            scenario = _scenario(rng, deployment, now, host, rng.randrange(run_count), rng.randrange(calls_per_run))
+            out.extend(scenario)
+            made.extend((s.host, s.run, s.call) for s in scenario if s.action == "call")
+            now = max(s.at_ms for s in scenario)
+            continue
         if rng.random() < fault_rate:
             weights = _NETWORK_WEIGHTS + (_STORE_WEIGHTS if deployment.store == "redis" else ())
             action = _pick(rng, weights)
@@ -250,8 +256,48 @@ def generate(
     )
 
 
+#: Fault scenarios (Jepsen's nemesis: faults scheduled where they bite): name -> weight per store.
+SCENARIOS: Final = {
+    "lost-reply": {"memory": 3, "redis": 3},
+    "outage-during-completion": {"memory": 2, "redis": 3},
+    "unreplicated-failover": {"memory": 0, "redis": 3},
+    "restart-after-call": {"memory": 0, "redis": 2},
+}
+
+
+def _scenario(rng: random.Random, deployment: Deployment, now: int, host: int, run: int, call: int) -> list[Step]:
+    """A few steps around one call that put a fault where it bites (the call itself included).
+
+    ``lost-reply``: every reply to the host is lost from just before its call until its
+    store gives up, then the link heals: the create ran, its caller never learned it.
+    ``outage-during-completion``: the host is cut off while its tool runs, for longer
+    than the completion budget. ``unreplicated-failover``: replication is cut, the
+    call's replies are lost, and the master fails over before replication resumes.
+    ``restart-after-call``: the server restarts right after the call's create.
+    """
+    weights = [(name, w[deployment.store]) for name, w in SCENARIOS.items() if w[deployment.store]]
+    if not deployment.replica:
+        weights = [(name, w) for name, w in weights if name != "unreplicated-failover"]
+    name = _pick(rng, weights)
+    call_step = Step(at_ms=now + 1, host=host, action="call", run=run, call=call)
+    if name == "lost-reply":
+        losses = 1 if deployment.store == "memory" else rng.choice((3, 8, 12))
+        return [Step(at_ms=now, host=host, action="lose-reply", arg=losses), call_step]
+    if name == "outage-during-completion":
+        start = now + 1 + rng.randint(2, 300)
+        return [call_step, Step(at_ms=start, host=host, action="partition", arg=rng.choice((2_600, 3_500, 5_000)))]
+    if name == "unreplicated-failover":
+        return [
+            Step(at_ms=now, host=host, action="repl-cut", arg=6_000),
+            Step(at_ms=now, host=host, action="lose-reply", arg=rng.choice((1, 3, 6))),
+            call_step,
+            Step(at_ms=now + rng.randint(1_500, 5_000), host=host, action="failover", arg=rng.choice((100, 800))),
+        ]
+    return [call_step, Step(at_ms=now + rng.randint(2, 40), host=host, action="restart", arg=rng.choice((100, 800)))]
+
+
 def _deadline(rng: random.Random) -> int:
-    return rng.choice((3_000, 6_000, 12_000, 25_000))
+    return rng.choice((5_000, 12_000, 25_000, 50_000))
 
 
 def _fault_arg(rng: random.Random, action: str) -> int:
