@@ -37,7 +37,7 @@ _DEADLINE: Final[contextvars.ContextVar[float | None]] = contextvars.ContextVar(
 
 
 def monotonic() -> float:
-    """Seconds of the clock every deadline is measured on: ``time.monotonic()`` unless :func:`use_clock` set another."""
+    """Seconds on the clock of every deadline: ``time.monotonic()``, unless :func:`use_clock` set another."""
     return _CLOCK.get()()
 
 

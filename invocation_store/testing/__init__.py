@@ -93,7 +93,8 @@ _LAZY = {
         "._sim",
     ),
     **dict.fromkeys(
-        ("DEPLOYMENTS", "Deployment", "HostSpec", "RunSpec", "Schedule", "Step", "schedules"), "._sim_schedule"
+        ("DEPLOYMENTS", "Deployment", "HostSpec", "RunSpec", "Schedule", "Step", "schedules"),
+        "._sim_schedule",
     ),
 }
 

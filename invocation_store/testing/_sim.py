@@ -68,7 +68,7 @@ from ..kernel import (
     RunState,
     ToolCallEnvelope,
 )
-from ._sim_loop import SimulationStalled, VirtualLoop, run_simulated
+from ._sim_loop import SimulationStalledError, VirtualLoop, run_simulated
 from ._sim_net import CURRENT_OP, Network, RemoteMemoryStore, SimConnection
 from ._sim_redis import SimRedisDeployment, SimRedisNode, simulated_server_time
 from ._sim_schedule import DEPLOYMENTS, Schedule, Step, describe_step, generate, shrink
@@ -95,7 +95,7 @@ EPOCH_MS: Final = 1_700_000_000_000
 PREFIX: Final = "cis"
 #: Marks every raw response (and the Redis password): an agent-facing text or log line holding it leaked.
 RAW_MARKER: Final = "RAWDATA"
-_SECRET: Final = "sim-password-Zq7"
+_SECRET: Final = "sim-password-Zq7"  # noqa: S105 - the password of throwaway simulated servers
 #: Limits of every simulated boundary (small, so that budgets bite).
 SIM_LIMITS: Final = Limits(raw_bytes=2_048, agent_result_bytes=512)
 
@@ -164,7 +164,7 @@ PLANTED_FAULTS: Final[Mapping[str, PlantedFault]] = {
     ),
     "dropped-create": PlantedFault(
         name="dropped-create",
-        description="the boundary forgets a create whose outcome is unknown: the re-sent call is a new invocation",
+        description="the boundary forgets a create whose outcome is unknown: a re-send is a new invocation",
         deployment="memory",
         promise="fate",
     ),
@@ -176,7 +176,7 @@ PLANTED_FAULTS: Final[Mapping[str, PlantedFault]] = {
     ),
     "replay-ack": PlantedFault(
         name="replay-ack",
-        description="a create resent after an unknown outcome is acknowledged as durable without waiting for its record",
+        description="a create resent after an unknown outcome is acknowledged without waiting for its record",
         deployment="redis-replicas",
         promise="durable",
     ),
@@ -346,7 +346,8 @@ class _Ledger:
                 self.sim.violate("budget", f"{run_id} admitted call {used} with a budget of {budget} calls")
             if spent > bytes_budget and self.cause is None:
                 self.sim.violate(
-                    "budget", f"{run_id} admitted a call with {spent} bytes used of a {bytes_budget}-byte budget"
+                    "budget",
+                    f"{run_id} admitted a call with {spent} bytes used of a {bytes_budget}-byte budget",
                 )
         elif used < obs.used and self.cause is not None:
             self.lost_runs.add(run_id)
@@ -404,7 +405,9 @@ class _Recorder:
         now: int = self.inner.now_ms()
         return now
 
-    async def _record(self, name: str, run_id: str, args: dict[str, Any], call: Callable[[], Awaitable[T]]) -> T:
+    async def _record(
+        self, name: str, run_id: str, args: dict[str, Any], call: Callable[[], Awaitable[T]]
+    ) -> T:
         process, attempt = _TASK.get()
         op = self.sim.start_op(self.host, process, name, run_id, args)
         token = CURRENT_OP.set(op)
@@ -449,10 +452,14 @@ class _Recorder:
         )
 
     async def cancel_run(self, run_id: str) -> RunState | ErrorCode:
-        return await self._record("cancel_run", run_id, {"run_id": run_id}, lambda: self.inner.cancel_run(run_id))
+        return await self._record(
+            "cancel_run", run_id, {"run_id": run_id}, lambda: self.inner.cancel_run(run_id)
+        )
 
     async def close_run(self, run_id: str) -> RunState | ErrorCode:
-        return await self._record("close_run", run_id, {"run_id": run_id}, lambda: self.inner.close_run(run_id))
+        return await self._record(
+            "close_run", run_id, {"run_id": run_id}, lambda: self.inner.close_run(run_id)
+        )
 
     async def get_run(self, run_id: str) -> RunState | None:
         return await self._record("get_run", run_id, {"run_id": run_id}, lambda: self.inner.get_run(run_id))
@@ -486,7 +493,9 @@ class _Recorder:
         )
 
     async def completed(self, run_id: str) -> tuple[str, ...]:
-        return await self._record("completed", run_id, {"run_id": run_id}, lambda: self.inner.completed(run_id))
+        return await self._record(
+            "completed", run_id, {"run_id": run_id}, lambda: self.inner.completed(run_id)
+        )
 
     async def calls(self, run_id: str) -> tuple[str, ...]:
         return await self._record("calls", run_id, {"run_id": run_id}, lambda: self.inner.calls(run_id))
@@ -500,7 +509,7 @@ class _Recorder:
 
 
 class _DetachedDeadlines:
-    """Planted ``nested-retry``: every store call runs with no enclosing deadline, so each has its own budget."""
+    """Planted ``nested-retry``: each store call runs outside the caller's deadline, with its own budget."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -695,9 +704,13 @@ class _Simulation:
             if len(call) % 4 == 0:
                 return Projection(evidence_status=EvidenceStatus.NO_EVIDENCE, content="no hits", scope="sim")
             count = raw.count(call)
-            return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content=f"{count} hits", scope="sim")
+            return Projection(
+                evidence_status=EvidenceStatus.EVIDENCE_FOUND, content=f"{count} hits", scope="sim"
+            )
 
-        return ToolRegistry([ToolSpec(name="search", executor=execute, projector=project, timeout_ms=TOOL_TIMEOUT_MS)])
+        return ToolRegistry(
+            [ToolSpec(name="search", executor=execute, projector=project, timeout_ms=TOOL_TIMEOUT_MS)]
+        )
 
     def build_store(self, host: _Host) -> Any:
         if self.memory is not None:
@@ -728,7 +741,11 @@ class _Simulation:
         )
         if self.planted == "replay-ack":
             eager = AsyncRedisStore(
-                client, prefix=PREFIX, clock=host.store_clock, retry_policy=RETRY, max_lag_ms=DEFAULT_MAX_LAG_MS
+                client,
+                prefix=PREFIX,
+                clock=host.store_clock,
+                retry_policy=RETRY,
+                max_lag_ms=DEFAULT_MAX_LAG_MS,
             )
             store = _ReplayWithoutWaiting(store, eager)
         if self.planted == "nested-retry":
@@ -898,7 +915,10 @@ class _Simulation:
         q = f"{run_id}/call_{call}"
         mode = "raise" if call % 7 == 6 else "ok"
         return ToolCallEnvelope(
-            run_id=run_id, tool_call_id=f"call_{call}", tool_name="search", arguments=json.dumps({"q": q, "mode": mode})
+            run_id=run_id,
+            tool_call_id=f"call_{call}",
+            tool_name="search",
+            arguments=json.dumps({"q": q, "mode": mode}),
         )
 
     async def harness(self, host: _Host, step: Step) -> None:
@@ -919,7 +939,9 @@ class _Simulation:
             )
             self.answer_line(host, f"open {run_id}", opened.value if isinstance(opened, ErrorCode) else "ok")
         elif action in ("call", "resend"):
-            await self.invoke(host, step.run % len(self.schedule.runs), step.call % self.schedule.calls_per_run, 0)
+            await self.invoke(
+                host, step.run % len(self.schedule.runs), step.call % self.schedule.calls_per_run, 0
+            )
         elif action == "sweep":
             await self._read(host, f"sweep {run_id}", lambda: boundary.sweep_stale(context, step.arg))
         elif action == "progress":
@@ -950,12 +972,16 @@ class _Simulation:
         if boundary is None:
             return
         envelope = self.envelope(run, call)
-        key = (envelope.run_id, str(envelope.tool_call_id))
+        key = (self.run_id(run), f"call_{call}")
         if self.planted == "dropped-create" and key in host.unknown_creates:
             boundary = host.new_boundary()  # planted: the held create is forgotten
         self.attempts += 1
         attempt = _Attempt(
-            host=host.index, incarnation=host.incarnation, run_id=key[0], tool_call_id=key[1], number=self.attempts
+            host=host.index,
+            incarnation=host.incarnation,
+            run_id=key[0],
+            tool_call_id=key[1],
+            number=self.attempts,
         )
         process, _ = _TASK.get()
         _TASK.set((process, attempt))
@@ -970,7 +996,9 @@ class _Simulation:
         self.answer_line(host, f"invoke {key[0]}/{key[1]}", code)
         bound = self.op_bound_ms() + TOOL_TIMEOUT_MS + COMPLETION.budget_ms + self.round_trip_ms() + 100
         if elapsed > bound:
-            self.violate("wait", f"invoke {key[0]}/{key[1]} on host {host.index} took {elapsed} ms (bound {bound} ms)")
+            self.violate(
+                "wait", f"invoke {key[0]}/{key[1]} on host {host.index} took {elapsed} ms (bound {bound} ms)"
+            )
         if result.code is ErrorCode.STORE_UNAVAILABLE and resent < RESENDS_AFTER_UNAVAILABLE:
             pause = 300 + (run * 131 + call * 71 + resent * 997) % 1_200
             await asyncio.sleep(pause / 1000)
@@ -1116,8 +1144,8 @@ class _Simulation:
                     self._violation(
                         "once",
                         execution.at_ms,
-                        f"{execution.run_id}/{execution.tool_call_id}: one admission (token {execution.token}) "
-                        "ran its executor twice",
+                        f"{execution.run_id}/{execution.tool_call_id}: one admission "
+                        f"(token {execution.token}) ran its executor twice",
                     )
                 )
         for (run_id, tcid), versions in self.ledger.versions.items():
@@ -1125,9 +1153,9 @@ class _Simulation:
                 if not version.executed or version.end not in ("replaced", "deleted"):
                     continue
                 tolerance = 0 if self.redis is None else DEFAULT_MAX_LAG_MS
-                if version.expiry_ms is not None and version.ended_ms is not None:
-                    if version.ended_ms + tolerance >= version.expiry_ms:
-                        continue  # within the store's stated bound on a stale clock reading (CIS-DUR-11)
+                expiry, ended = version.expiry_ms, version.ended_ms
+                if expiry is not None and ended is not None and ended + tolerance >= expiry:
+                    continue  # within the store's stated bound on a stale clock reading (CIS-DUR-11)
                 later = [v for v in versions[index + 1 :] if v.executed]
                 if later:
                     lived = "" if version.expiry_ms is None else f", due to expire at t={version.expiry_ms}ms"
@@ -1135,8 +1163,9 @@ class _Simulation:
                         self._violation(
                             "once",
                             later[0].born_ms,
-                            f"{run_id}/{tcid} ran its executor for {version.token} and again for {later[0].token}: "
-                            f"the first record was {version.end} at t={version.ended_ms}ms while it lived{lived}",
+                            f"{run_id}/{tcid} ran its executor for {version.token} and again for "
+                            f"{later[0].token}: the first record was {version.end} at "
+                            f"t={version.ended_ms}ms while it lived{lived}",
                         )
                     )
 
@@ -1204,7 +1233,9 @@ class _Simulation:
             budget = self.schedule.runs[index % len(self.schedule.runs)].budget
             if len(tokens) > budget:
                 self.violations.append(
-                    self._violation("budget", 0, f"{run_id} ran {len(tokens)} tools with a budget of {budget}")
+                    self._violation(
+                        "budget", 0, f"{run_id} ran {len(tokens)} tools with a budget of {budget}"
+                    )
                 )
 
     def _check_logs(self) -> None:
@@ -1224,12 +1255,18 @@ class _Simulation:
             took = op.end_ms - op.start_ms
             if took > bound:
                 self.violations.append(
-                    self._violation("wait", op.end_ms, f"store {op.name} on host {op.host} took {took} ms (bound {bound} ms)")
+                    self._violation(
+                        "wait",
+                        op.end_ms,
+                        f"store {op.name} on host {op.host} took {took} ms (bound {bound} ms)",
+                    )
                 )
             if op.name == "complete" and op.attempt:
                 first, _ = phases.get(op.attempt, (op.start_ms, op.end_ms))
                 phases[op.attempt] = (first, op.end_ms)
-                names[op.attempt] = f"{op.args['before'].run_id}/{op.args['before'].tool_call_id} on host {op.host}"
+                names[op.attempt] = (
+                    f"{op.args['before'].run_id}/{op.args['before'].tool_call_id} on host {op.host}"
+                )
         limit = COMPLETION.budget_ms + self.round_trip_ms() + 50
         for number, (first, last) in phases.items():
             if last - first > limit:
@@ -1272,7 +1309,12 @@ class _Simulation:
                     "args": encode_args(op.name, args),
                 }
             elif kind == "ok":
-                obj = {"type": "ok", "id": op.id, "process": op.process, "result": encode_result(op.name, op.result)}
+                obj = {
+                    "type": "ok",
+                    "id": op.id,
+                    "process": op.process,
+                    "result": encode_result(op.name, op.result),
+                }
             else:
                 obj = {"type": "info", "id": op.id, "process": op.process, "reason": op.failed or "unknown"}
             lines.append(json.dumps(obj, separators=(",", ":")))
@@ -1419,7 +1461,7 @@ def _run(schedule: Schedule, planted: str | None) -> _Simulation:
     with _captured_logs(sim.logs), simulated_server_time():
         try:
             run_simulated(sim.main(), sim.loop)
-        except SimulationStalled as exc:
+        except SimulationStalledError as exc:
             sim.violate("stalled", f"the simulation stalled ({type(exc).__name__})")
     return sim
 
@@ -1434,7 +1476,7 @@ def history_of(schedule: Schedule, planted: str | None = None) -> list[str]:
 
 
 def simulate(schedule: Schedule, *, planted: str | None = None) -> SimulationResult:
-    """Run ``schedule`` (with the planted fault ``planted``, a :data:`PLANTED_FAULTS` key) and check every promise.
+    """Run ``schedule`` (planted fault ``planted``: a :data:`PLANTED_FAULTS` key) and check every promise.
 
     Deterministic: the same schedule and planted fault give the same result, trace and
     digest. Raises ``ValueError`` for an unknown planted fault.
@@ -1504,7 +1546,7 @@ def shrink_failure(result: SimulationResult, *, budget: int = 300) -> Simulation
 def seeds_to_find(
     planted: str, *, first_seed: int = 0, max_seeds: int = 200, hosts: int = 3, steps: int = 150
 ) -> int | None:
-    """How many consecutive seeds from ``first_seed`` it takes to break the planted fault's promise (None: not found)."""
+    """How many seeds from ``first_seed`` on it takes to find ``planted`` (None: not in ``max_seeds``)."""
     promise = PLANTED_FAULTS[planted].promise
     for count in range(1, max_seeds + 1):
         schedule = seed_schedule(first_seed + count - 1, hosts=hosts, steps=steps, planted=planted)

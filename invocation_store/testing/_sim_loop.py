@@ -14,7 +14,7 @@ order fixed by the program alone: asyncio runs ready callbacks first in, first o
 timers by due time (equal due times in the order they were scheduled).
 
 Nothing here may wait for real I/O or another thread: a simulation that has no timer
-and nothing ready is stuck (a bug in the simulation) and raises :class:`SimulationStalled`.
+and nothing ready is stuck (a bug in the simulation) and raises :class:`SimulationStalledError`.
 Budgets measured by ``invocation_store._deadline`` use the same clock (:func:`run_simulated`
 installs it with ``_deadline.use_clock``).
 """
@@ -28,12 +28,12 @@ from typing import Any, TypeVar
 
 from .._deadline import use_clock
 
-__all__ = ["SimulationStalled", "VirtualLoop", "run_simulated"]
+__all__ = ["SimulationStalledError", "VirtualLoop", "run_simulated"]
 
 T = TypeVar("T")
 
 
-class SimulationStalled(RuntimeError):
+class SimulationStalledError(RuntimeError):
     """The simulated loop has nothing to run and no timer: nothing can ever happen again."""
 
 
@@ -62,7 +62,7 @@ class _VirtualSelector(selectors.BaseSelector):
         loop = self.loop
         assert loop is not None
         if timeout is None:
-            raise SimulationStalled("nothing is ready and no timer is due: the simulation is stuck")
+            raise SimulationStalledError("nothing is ready and no timer is due: the simulation is stuck")
         if timeout > 0:
             loop.advance_to_next_timer(timeout)
         return []
@@ -97,7 +97,7 @@ class VirtualLoop(asyncio.SelectorEventLoop):
             step = max(step, due - self.now_ns)
         self.now_ns += max(step, 1)
 
-    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:  # type: ignore[override]
         """Refused: another thread's timing is not simulated (tools in a simulation are coroutines)."""
         raise RuntimeError("a simulation runs nothing in threads: use coroutine tools")
 

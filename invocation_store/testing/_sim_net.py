@@ -136,7 +136,9 @@ class _Wire(asyncio.Transport):
         self.closed = True
         self._close_server_end()
         if self.protocol is not None:
-            self.network.loop.call_soon(self.protocol.connection_lost, ConnectionResetError("connection reset"))
+            self.network.loop.call_soon(
+                self.protocol.connection_lost, ConnectionResetError("connection reset")
+            )
 
 
 class Network:
@@ -429,7 +431,9 @@ class RemoteMemoryStore:
         ids = tuple(tool_call_ids)
         return await self._call(lambda: self._store.get_many(run_id, ids, include_raw=include_raw))
 
-    async def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
+    async def get_progress(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> Mapping[str, ProgressView | None]:
         """Remote ``get_progress``."""
         ids = tuple(tool_call_ids)
         return await self._call(lambda: self._store.get_progress(run_id, ids))

@@ -111,7 +111,7 @@ def simulated_server_time() -> Iterator[_TimeShim]:
         (fakeredis._helpers, _SHIM),
         (fakeredis.commands_mixins.server_mixin, _TIME_COMMAND),
     )
-    saved = [(module, module.time) for module, _ in patched]  # type: ignore[attr-defined]
+    saved = [(module, module.time) for module, _ in patched]
     for module, shim in patched:
         module.time = shim  # type: ignore[attr-defined]
     try:
@@ -155,8 +155,30 @@ def encode_resp(value: object) -> bytes:
 _NODE_COMMANDS: Final = frozenset({b"info", b"wait", b"waitaof", b"config", b"command"})
 #: Commands ``COMMAND INFO`` reports as present (what the store's scripts and waits use).
 _KNOWN: Final = frozenset(
-    {"hset", "hdel", "hincrby", "pexpire", "del", "rpush", "set", "rename", "hmget", "hget", "hgetall",
-     "get", "pttl", "strlen", "exists", "type", "wait", "waitaof", "time", "lrange", "evalsha", "eval"}
+    {
+        "hset",
+        "hdel",
+        "hincrby",
+        "pexpire",
+        "del",
+        "rpush",
+        "set",
+        "rename",
+        "hmget",
+        "hget",
+        "hgetall",
+        "get",
+        "pttl",
+        "strlen",
+        "exists",
+        "type",
+        "wait",
+        "waitaof",
+        "time",
+        "lrange",
+        "evalsha",
+        "eval",
+    }
 )
 #: Commands refused while memory is full (they may write).
 _WRITES: Final = frozenset({b"eval", b"evalsha", b"set", b"hset", b"rpush", b"rename", b"pexpire"})
@@ -285,10 +307,10 @@ class SimRedisNode:
 
     def time_ms(self) -> int:
         """The node's clock: the simulation's reference clock (integer ms since the epoch)."""
-        return _EPOCH_MS + self.deployment.loop.now_ns // 1_000_000
+        return _EPOCH_MS + int(self.deployment.loop.now_ns) // 1_000_000
 
     def time_s(self) -> float:
-        return (_EPOCH_MS * 1_000 + self.deployment.loop.now_ns // 1_000) / 1e6
+        return (_EPOCH_MS * 1_000 + int(self.deployment.loop.now_ns) // 1_000) / 1e6
 
     def time_command_read(self) -> None:
         self.deployment.on_time_command(self.current_tag, self.time_ms())
@@ -434,7 +456,9 @@ class SimRedisNode:
         """The node's keys and items (fakeredis ``Item``: ``value``, ``expireat`` in seconds)."""
         database = self.server.dbs[0]
         now = self.time_s()
-        return {key: item for key, item in database._dict.items() if item.expireat is None or item.expireat >= now}
+        return {
+            key: item for key, item in database._dict.items() if item.expireat is None or item.expireat >= now
+        }
 
     def replace_data(self, items: dict[bytes, Any]) -> None:
         """Start over with ``items`` (a restart from disk, a full resync) and an empty script cache."""

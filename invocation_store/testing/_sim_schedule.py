@@ -99,7 +99,7 @@ DEPLOYMENTS: Final[dict[str, Deployment]] = {
 
 @frozen(kw_only=True)
 class HostSpec:
-    """One harness host: its clock reads ``offset_ms`` ahead of the reference clock and drifts ``drift_ppm``."""
+    """A harness host whose clock reads ``offset_ms`` ahead of the reference clock, drifting ``drift_ppm``."""
 
     offset_ms: int = 0
     drift_ppm: int = 0
@@ -169,8 +169,21 @@ _HARNESS_WEIGHTS: Final = (
     ("close", 1),
     ("crash", 2),
 )
-_NETWORK_WEIGHTS: Final = (("lose-request", 3), ("lose-reply", 4), ("reset", 2), ("partition", 2), ("slow", 2))
-_STORE_WEIGHTS: Final = (("restart", 2), ("failover", 3), ("evict", 1), ("policy", 1), ("oom", 1), ("repl-cut", 3))
+_NETWORK_WEIGHTS: Final = (
+    ("lose-request", 3),
+    ("lose-reply", 4),
+    ("reset", 2),
+    ("partition", 2),
+    ("slow", 2),
+)
+_STORE_WEIGHTS: Final = (
+    ("restart", 2),
+    ("failover", 3),
+    ("evict", 1),
+    ("policy", 1),
+    ("oom", 1),
+    ("repl-cut", 3),
+)
 
 
 def generate(
@@ -214,14 +227,17 @@ def generate(
         for _ in range(run_count)
     )
     calls_per_run = 8
-    out: list[Step] = [Step(at_ms=0, host=0, action="open", run=r, arg=_deadline(rng)) for r in range(run_count)]
+    out: list[Step] = [
+        Step(at_ms=0, host=0, action="open", run=r, arg=_deadline(rng)) for r in range(run_count)
+    ]
     now = 5
     made: list[tuple[int, int, int]] = []  # (host, run, call) made so far, for re-sends
     for _ in range(steps):
         now += int(rng.expovariate(1 / 60)) + 1
         host = rng.randrange(hosts)
         if rng.random() < fault_rate / 2:
-            scenario = _scenario(rng, deployment, now, host, rng.randrange(run_count), rng.randrange(calls_per_run))
+            run, call = rng.randrange(run_count), rng.randrange(calls_per_run)
+            scenario = _scenario(rng, deployment, now=now, host=host, run=run, call=call)
             out.extend(scenario)
             made.extend((s.host, s.run, s.call) for s in scenario if s.action == "call")
             now = max(s.at_ms for s in scenario)
@@ -265,7 +281,9 @@ SCENARIOS: Final = {
 }
 
 
-def _scenario(rng: random.Random, deployment: Deployment, now: int, host: int, run: int, call: int) -> list[Step]:
+def _scenario(
+    rng: random.Random, deployment: Deployment, *, now: int, host: int, run: int, call: int
+) -> list[Step]:
     """A few steps around one call that put a fault where it bites (the call itself included).
 
     ``lost-reply``: every reply to the host is lost from just before its call until its
@@ -285,15 +303,26 @@ def _scenario(rng: random.Random, deployment: Deployment, now: int, host: int, r
         return [Step(at_ms=now, host=host, action="lose-reply", arg=losses), call_step]
     if name == "outage-during-completion":
         start = now + 1 + rng.randint(2, 300)
-        return [call_step, Step(at_ms=start, host=host, action="partition", arg=rng.choice((2_600, 3_500, 5_000)))]
+        return [
+            call_step,
+            Step(at_ms=start, host=host, action="partition", arg=rng.choice((2_600, 3_500, 5_000))),
+        ]
     if name == "unreplicated-failover":
         return [
             Step(at_ms=now, host=host, action="repl-cut", arg=6_000),
             Step(at_ms=now, host=host, action="lose-reply", arg=rng.choice((1, 3, 6))),
             call_step,
-            Step(at_ms=now + rng.randint(1_500, 5_000), host=host, action="failover", arg=rng.choice((100, 800))),
+            Step(
+                at_ms=now + rng.randint(1_500, 5_000),
+                host=host,
+                action="failover",
+                arg=rng.choice((100, 800)),
+            ),
         ]
-    return [call_step, Step(at_ms=now + rng.randint(2, 40), host=host, action="restart", arg=rng.choice((100, 800)))]
+    return [
+        call_step,
+        Step(at_ms=now + rng.randint(2, 40), host=host, action="restart", arg=rng.choice((100, 800))),
+    ]
 
 
 def _deadline(rng: random.Random) -> int:
@@ -319,9 +348,11 @@ def schedules(
 
     Imported lazily: Hypothesis is needed only here.
     """
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # noqa: PLC0415 - Hypothesis is needed for this strategy only
 
-    choices = list(deployments) if deployments is not None else [DEPLOYMENTS[name] for name in sorted(DEPLOYMENTS)]
+    choices = (
+        list(deployments) if deployments is not None else [DEPLOYMENTS[name] for name in sorted(DEPLOYMENTS)]
+    )
 
     @st.composite
     def build(draw: Callable[..., Any]) -> Schedule:
@@ -419,7 +450,7 @@ def shrink(schedule: Schedule, fails: Callable[[Schedule], bool], *, budget: int
         for simpler in (HostSpec(offset_ms=spec.offset_ms), HostSpec()):
             if simpler == spec or tries >= budget:
                 continue
-            candidate = evolve(current, hosts=current.hosts[:host] + (simpler,) + current.hosts[host + 1 :])
+            candidate = evolve(current, hosts=(*current.hosts[:host], simpler, *current.hosts[host + 1 :]))
             if attempt(candidate):
                 current = candidate
                 spec = simpler
@@ -459,7 +490,11 @@ def decode(text: str) -> Schedule:
         schedule = Schedule(
             seed=int(obj["seed"]),
             deployment=Deployment(
-                store=store, durability=durability, persistence=persistence, replica=bool(replica), flavour=flavour
+                store=store,
+                durability=durability,
+                persistence=persistence,
+                replica=bool(replica),
+                flavour=flavour,
             ),
             hosts=tuple(HostSpec(offset_ms=int(a), drift_ppm=int(b)) for a, b in obj["hosts"]),
             runs=tuple(RunSpec(ttl_ms=int(a), budget=int(b), byte_budget=int(c)) for a, b, c in obj["runs"]),
