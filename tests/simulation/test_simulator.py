@@ -119,7 +119,7 @@ def test_planted_fault_is_found_within_its_seeds(planted: str) -> None:
 
 
 def test_a_failure_shrinks_to_a_minimal_schedule_that_replays() -> None:
-    """A planted caller-clock fault shrinks to a few steps on skewed hosts; its text replays it (CIS-SIM-2)."""
+    """A planted caller-clock fault shrinks to a few steps; its text form replays it (CIS-SIM-2)."""
     needed = seeds_to_find("caller-clock", max_seeds=10, steps=150)
     assert needed is not None
     result = simulate(seed_schedule(needed - 1, steps=150, planted="caller-clock"), planted="caller-clock")
@@ -158,7 +158,7 @@ def test_hypothesis_finds_and_shrinks_the_caller_clock_fault() -> None:
 )
 @given(schedules(max_hosts=3, max_steps=30, deployments=[DEPLOYMENTS["memory"], DEPLOYMENTS["redis"]]))
 def test_generated_schedules_keep_the_promises_with_no_open_fix(schedule: Schedule) -> None:
-    """Hypothesis' schedules never overspend, leak, stall or miss a drift window (CIS-SIM-6, CIS-SIM-7, CIS-SIM-10)."""
+    """Hypothesis' schedules never overspend, leak, stall or miss a drift window (CIS-SIM-6, CIS-SIM-10)."""
     result = simulate(schedule)
     broken = {v.promise for v in result.violations} & {"budget", "raw", "stalled", "drift"}
     assert not broken, [v.render() for v in result.violations]
@@ -249,7 +249,7 @@ def test_real_code_keeps_every_promise_with_one_host_and_no_faults() -> None:
 
 
 def test_the_valkey_replay_acknowledgement_loses_a_create() -> None:
-    """The seam of issue 19.2, scheduled: a reply lost while replication is cut, then a failover (CIS-SIM-4)."""
+    """Issue 19.2's seam: a reply lost while replication is cut, then a failover (CIS-SIM-4)."""
     schedule = Schedule(
         seed=1,
         deployment=DEPLOYMENTS["redis-replicas"],
