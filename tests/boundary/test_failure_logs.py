@@ -96,6 +96,12 @@ def _async(spec: ToolSpec) -> Any:
 
 KINDS = [ValueError, Boom, SystemExit, KeyboardInterrupt]
 
+
+def _name(value: object) -> str:
+    """A stable test id (a function's name, not its address: xdist workers must agree)."""
+    return str(getattr(value, "__name__", value))
+
+
 # (flavour, how the executor runs): inline (no limit), on a worker (a limit), in a task (async).
 EXECUTOR_PATHS = [
     ("sync", "inline", sync_executor, None),
@@ -106,7 +112,11 @@ EXECUTOR_PATHS = [
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.__name__)
-@pytest.mark.parametrize(("flavour", "path", "make", "timeout_ms"), EXECUTOR_PATHS, ids=str)
+@pytest.mark.parametrize(
+    ("flavour", "path", "make", "timeout_ms"),
+    EXECUTOR_PATHS,
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
 def test_an_executor_failure_logs_its_type_name(
     caplog: pytest.LogCaptureFixture,
     kind: type[BaseException],
@@ -129,7 +139,9 @@ PROJECTOR_PATHS = [("sync", sync_projector), ("async", sync_projector), ("async"
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.__name__)
-@pytest.mark.parametrize(("flavour", "make"), PROJECTOR_PATHS, ids=str)
+@pytest.mark.parametrize(
+    ("flavour", "make"), PROJECTOR_PATHS, ids=lambda value: getattr(value, "__name__", str(value))
+)
 def test_a_projector_failure_logs_its_type_name(
     caplog: pytest.LogCaptureFixture,
     kind: type[BaseException],

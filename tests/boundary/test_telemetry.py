@@ -473,9 +473,11 @@ def test_outcome_counter_and_latency_histograms() -> None:
 
 
 def test_no_span_is_built_until_an_sdk_is_installed() -> None:
-    """CIS-OBS-3: with the API but no SDK provider, invoke builds no span or instrument work;
-    once a provider is installed, the same process records."""
+    """CIS-OBS-3, CIS-PERF-4: with the API but no SDK provider, invoke builds no span, no
+    observation and reads no stopwatch clock (the pipeline gets the no-op stopwatch); once a
+    provider is installed, the same process records."""
     script = """
+import time
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -493,13 +495,27 @@ context = boundary.open_run(
 def call(tcid):
     return ToolCallEnvelope(run_id="r", tool_call_id=tcid, tool_name="t", arguments="{}")
 assert _telemetry._otel() is not None and _telemetry.active_otel() is None
+built = []
+class Counting(_telemetry._Observation):
+    def __init__(self, *args, **kwargs):
+        built.append(1)
+        super().__init__(*args, **kwargs)
+_telemetry._Observation = Counting
+class Clock:
+    reads = 0
+    def perf_counter_ns(self):
+        Clock.reads += 1
+        return time.perf_counter_ns()
+_telemetry.time = Clock()
 assert boundary.invoke(context, call("c1")).ok
+assert (built, Clock.reads) == ([], 0)
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 assert _telemetry.active_otel() is not None
 assert boundary.invoke(context, call("c2")).ok
+assert built == [1] and Clock.reads > 0
 spans = exporter.get_finished_spans()
 assert [span.attributes["gen_ai.tool.call.id"] for span in spans] == ["c2"], spans
 """
