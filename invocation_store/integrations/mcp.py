@@ -87,7 +87,11 @@ def boundary_call_tool(
             run_id=run_id,
             tool_call_id=_text(meta, TOOL_CALL_ID_KEY),  # never ctx.request_id
             tool_name=params.name,
-            arguments="{}" if params.arguments is None else serialize_object(params.arguments),
+            arguments=(
+                "{}"
+                if params.arguments is None
+                else serialize_object(params.arguments, boundary.limits.request_bytes)
+            ),
         )
         result = await invoke(boundary, context, envelope)
         return mcp_types.CallToolResult(
