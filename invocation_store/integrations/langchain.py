@@ -45,10 +45,15 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
-from pydantic import ConfigDict, Field
+from ._extras import missing_extra
+
+try:
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+    from pydantic import ConfigDict, Field
+except ImportError as _error:  # the framework is an optional extra
+    raise missing_extra(__name__, "langchain", _error) from _error
 
 from ..boundary import BoundaryResult, ToolBoundary
 from ..kernel import RunContext, ToolCallEnvelope

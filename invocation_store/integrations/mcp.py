@@ -29,8 +29,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import mcp_types
-from mcp.server.context import ServerRequestContext
+from ._extras import missing_extra
+
+try:
+    import mcp_types
+    from mcp.server.context import ServerRequestContext
+except ImportError as _error:  # the framework is an optional extra
+    raise missing_extra(__name__, "mcp", _error) from _error
 
 from ..kernel import RunContext, ToolCallEnvelope
 from ..providers import agent_text

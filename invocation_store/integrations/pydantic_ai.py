@@ -31,9 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic_ai import RunContext as AgentRunContext
-from pydantic_ai import Tool
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from ._extras import missing_extra
+
+try:
+    from pydantic_ai import RunContext as AgentRunContext
+    from pydantic_ai import Tool
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+except ImportError as _error:  # the framework is an optional extra
+    raise missing_extra(__name__, "pydantic-ai", _error) from _error
 
 from ..kernel import ToolCallEnvelope
 from ..providers import agent_text

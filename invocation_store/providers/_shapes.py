@@ -185,7 +185,14 @@ def recognise(data: Mapping[str, object]) -> Shape | None:
         if (kind in (None, "function") and isinstance(data.get("function"), Mapping)) or (
             kind == "custom" and "custom" in keys
         ):
-            if "index" in keys:
+            # A streamed delta has an ``index``; so do LiteLLM's whole calls. A delta without
+            # id or name is a continuation (never a whole call); one with both is read as a
+            # call (a cut first delta's text fails preflight's JSON check).
+            function = data.get("function")
+            if "index" in keys and (
+                not isinstance(data.get("id"), str)
+                or not (isinstance(function, Mapping) and isinstance(function.get("name"), str))
+            ):
                 return Shape(CHAT, "an OpenAI Chat Completions streamed tool-call delta", stream=True)
             return Shape(CHAT, "an OpenAI Chat Completions tool call")
         if "role" in keys:

@@ -40,33 +40,32 @@ from .test_provider_sdks import CHAT_COMPLETION, GENERATE, MESSAGE, RESPONSE
 RUN = "run-shapes"
 
 CHAT = openai.types.chat.ChatCompletion.model_validate(CHAT_COMPLETION)
-CHUNKS = [
-    openai.types.chat.ChatCompletionChunk.model_validate(
+
+
+def _chunk(call: dict[str, Any]) -> Any:
+    return openai.types.chat.ChatCompletionChunk.model_validate(
         {
             "id": "chatcmpl-1",
             "object": "chat.completion.chunk",
             "created": 1,
             "model": "gpt-4.1",
             "choices": [
-                {
-                    "index": 0,
-                    "delta": {
-                        "role": "assistant",
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": "call_1",
-                                "type": "function",
-                                "function": {"name": "get_weather", "arguments": piece},
-                            }
-                        ],
-                    },
-                    "finish_reason": None,
-                }
+                {"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}, "finish_reason": None}
             ],
         }
     )
-    for piece in ('{"location":', ' "Paris"}')
+
+
+CHUNKS = [
+    _chunk(
+        {
+            "index": 0,
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": "{"},
+        }
+    ),
+    _chunk({"index": 0, "function": {"arguments": '"location": "Paris"}'}}),  # a continuation
 ]
 RESP = openai.types.responses.Response.model_validate(RESPONSE)
 RESP_EVENTS: list[dict[str, Any]] = [
@@ -237,7 +236,7 @@ def test_the_chat_parser_refuses_other_providers_lists(parser: str) -> None:
     [
         ("openai-chat", [c.model_dump() for c in CHUNKS]),
         ("openai-chat", CHUNKS[0]),
-        ("openai-chat", CHUNKS[0].choices[0].delta.tool_calls[0].model_dump()),  # type: ignore[index]
+        ("openai-chat", CHUNKS[1].choices[0].delta.tool_calls[0].model_dump()),  # type: ignore[index]
         ("openai-responses", RESP_EVENTS),
         ("openai-responses", RESP_EVENTS[0]),
         ("openai-responses", RESP_EVENTS[0]["item"]),
