@@ -35,7 +35,9 @@ _MANY = (
 )
 
 
-def _call(item: object, run_id: str) -> ToolCallEnvelope:
+def _call(item: object, run_id: str, request_bytes: int | None = None) -> ToolCallEnvelope:
+    """One tool call's envelope (``request_bytes`` is unused: Chat arguments are text)."""
+    del request_bytes
     kind = get(item, "type")
     if kind == "custom":
         # A custom tool's free-form input is no JSON object: INVALID_ARGUMENTS, answered.
