@@ -169,7 +169,7 @@ RESPONSES_TYPES = ["function_call", "custom_tool_call", "local_shell_call", "she
 
 @pytest.mark.parametrize("call_type", RESPONSES_TYPES)
 def test_openai_responses_outputs_for_every_kind(call_type: str) -> None:
-    """CIS-ECO-3, CIS-EVID-3: each call type's output item; NO_EVIDENCE is a success (exit 0, completed)."""
+    """CIS-ECO-7, CIS-ECO-3, CIS-EVID-3: each call type's output; NO_EVIDENCE is a success (exit 0)."""
     server = MockServer(
         {
             "/v1/responses": [

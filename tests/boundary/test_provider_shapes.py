@@ -166,7 +166,7 @@ CASES = [
 def test_every_object_into_every_parser(
     provider: str, form: str, value: Any, calls: int, parser: str
 ) -> None:
-    """CIS-ECO-1, CIS-PRE-7: the own parser finds every call; any other raises naming the right one."""
+    """CIS-ECO-5, CIS-PRE-7: the own parser finds every call; any other raises naming the right one."""
     del form
     if parser == provider:
         found = PARSERS[parser](value, RUN)
@@ -187,7 +187,7 @@ def test_every_object_into_every_parser(
 def test_every_call_object_into_every_single_call_parser(
     provider: str, form: str, value: Any, calls: int, parser: str
 ) -> None:
-    """CIS-ECO-1: ``envelope_from_X`` refuses another provider's call, naming the right parser."""
+    """CIS-ECO-5: ``envelope_from_X`` refuses another provider's call, naming the right parser."""
     del form, calls
     if parser == provider:
         assert ONE[parser](value, RUN).tool_call_id is not None
@@ -197,7 +197,7 @@ def test_every_call_object_into_every_single_call_parser(
 
 
 def test_the_gemini_parser_no_longer_misreads_other_providers_calls() -> None:
-    """CIS-ECO-1: the round-2 misreadings: a Responses item or an Anthropic block as a Gemini call."""
+    """CIS-ECO-5: the round-2 misreadings: a Responses item or an Anthropic block as a Gemini call."""
     for value in (RESP.output[1], RESP.output[1].model_dump(), MSG.content[1], [MSG.content[1].model_dump()]):
         with pytest.raises(ValueError, match=r"use envelopes_from_(openai_responses|anthropic)"):
             envelopes_from_gemini(value, RUN)
@@ -217,7 +217,7 @@ def test_the_gemini_parser_no_longer_misreads_other_providers_calls() -> None:
 
 @pytest.mark.parametrize("parser", ["openai-responses", "anthropic", "gemini"])
 def test_the_chat_parser_refuses_other_providers_lists(parser: str) -> None:
-    """CIS-ECO-1: Responses output lists, Anthropic content lists, Gemini parts raise, never envelopes."""
+    """CIS-ECO-5: Responses output lists, Anthropic content lists, Gemini parts raise, never envelopes."""
     lists = {
         "openai-responses": [item.model_dump() for item in RESP.output],
         "anthropic": [block.model_dump() for block in MSG.content],
@@ -248,13 +248,13 @@ def test_the_chat_parser_refuses_other_providers_lists(parser: str) -> None:
     ],
 )
 def test_streamed_pieces_are_refused_until_accumulated(parser: str, pieces: Any) -> None:
-    """CIS-ECO-1, CIS-PRE-7: a chunk, an event or an unfinished snapshot: "accumulate the stream first"."""
+    """CIS-ECO-6, CIS-PRE-7: a chunk, an event or an unfinished snapshot: "accumulate the stream first"."""
     with pytest.raises(ValueError, match="accumulate the stream first"):
         PARSERS[parser](pieces, RUN)
 
 
 def test_a_cut_anthropic_snapshot_never_uses_up_the_real_calls_id() -> None:
-    """CIS-PRE-7, CIS-ID-5: the snapshot is refused before any envelope, so the finished call runs."""
+    """CIS-ECO-6, CIS-ID-5: the snapshot is refused before any envelope, so the finished call runs."""
     snapshot = {**MESSAGE, "stop_reason": None, "content": [{**MESSAGE["content"][1], "input": {}}]}
     with pytest.raises(ValueError, match="no stop_reason"):
         envelopes_from_anthropic(snapshot, RUN)
@@ -263,7 +263,7 @@ def test_a_cut_anthropic_snapshot_never_uses_up_the_real_calls_id() -> None:
 
 
 def test_a_message_cut_by_max_tokens_does_not_run_its_last_call() -> None:
-    """CIS-PRE-7: after ``max_tokens`` the last tool_use may be cut: INVALID_ARGUMENTS, answered."""
+    """CIS-ECO-6: after ``max_tokens`` the last tool_use may be cut: INVALID_ARGUMENTS, answered."""
     cut = {**MESSAGE, "stop_reason": "max_tokens"}
     found = envelopes_from_anthropic(cut, RUN)
     assert [e.arguments for e in found] == ['{"location":"Paris"}', '{"location":"Lyon"}', None]
@@ -284,7 +284,7 @@ def test_a_message_cut_by_max_tokens_does_not_run_its_last_call() -> None:
     ],
 )
 def test_unfinished_gemini_calls_never_run(call: dict[str, Any]) -> None:
-    """CIS-PRE-7: ``partial_args``/``will_continue`` raise, typed or dumped, alone or in a response."""
+    """CIS-ECO-6: ``partial_args``/``will_continue`` raise, typed or dumped, alone or in a response."""
     typed = genai_types.FunctionCall.model_validate(call)
     for value in (
         call,
@@ -314,7 +314,7 @@ def code_of(envelope: ToolCallEnvelope, policy: ToolPolicy | None = POLICY) -> E
 
 
 def test_every_responses_call_item_yields_an_envelope() -> None:
-    """CIS-PRE-7, CIS-ECO-1: custom, client-run and unknown call items are answered; others still run."""
+    """CIS-ECO-7, CIS-PRE-7: custom, client-run and unknown call items are answered; others still run."""
     output = [
         {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "grammar", "input": "x = 1"},
         {
@@ -409,7 +409,7 @@ def test_every_responses_call_item_yields_an_envelope() -> None:
 
 
 def test_an_incomplete_responses_call_never_runs() -> None:
-    """CIS-PRE-7: an item cut by the output limit (``status: incomplete``) is INVALID_ARGUMENTS."""
+    """CIS-ECO-6: an item cut by the output limit (``status: incomplete``) is INVALID_ARGUMENTS."""
     item = {**RESPONSE["output"][1], "status": "incomplete", "arguments": '{"location": "Pa'}
     (found,) = envelopes_from_openai_responses([item], RUN)
     assert found.arguments is None
@@ -417,7 +417,7 @@ def test_an_incomplete_responses_call_never_runs() -> None:
 
 
 def test_chat_custom_and_legacy_function_calls_are_answered() -> None:
-    """CIS-PRE-7: a Chat ``custom`` call keeps its name (INVALID_ARGUMENTS); ``function_call`` has no id."""
+    """CIS-ECO-7: a Chat ``custom`` call keeps its name (INVALID_ARGUMENTS); ``function_call`` has no id."""
     message = {
         "role": "assistant",
         "function_call": {"name": "get_weather", "arguments": "{}"},

@@ -58,7 +58,7 @@ def adk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 def test_native_ids_run_and_adk_ids_are_missing(adk: Any) -> None:
-    """CIS-ID-6, CIS-ECO-4: ``function_call_id`` is the key; ``adk-...`` and None are MISSING_TOOL_CALL_ID."""
+    """CIS-ECO-8, CIS-ID-6: ``function_call_id`` is the key; ``adk-...`` and None are MISSING_TOOL_CALL_ID."""
     lookup = Lookup()
     boundary, store, context = sync_boundary(lookup)
     tool = adk.boundary_tool(boundary, context, "lookup", "Look rows up")

@@ -149,7 +149,7 @@ def test_chat_openai_invoke_keeps_only_the_parse_of_valid_calls() -> None:
 
 
 def test_a_message_cut_by_its_output_limit_does_not_run_its_last_call() -> None:
-    """CIS-ECO-4, CIS-PRE-7: ``finish_reason: length`` makes the last call INVALID_ARGUMENTS."""
+    """CIS-ECO-6, CIS-ECO-4: ``finish_reason: length`` makes the last call INVALID_ARGUMENTS."""
     cut = AIMessage(
         content="",
         tool_calls=[

@@ -81,7 +81,7 @@ def _code(boundary: Any, context: Any, envelope: Any) -> str | None:
 
 
 def test_gemini_through_litellm_invented_ids_are_missing() -> None:
-    """CIS-ID-6, CIS-ECO-4: ``call_<28 hex>`` (no native id) is MISSING_TOOL_CALL_ID; a native id runs."""
+    """CIS-ECO-8, CIS-ID-6: ``call_<28 hex>`` (no native id) is MISSING_TOOL_CALL_ID; a native id runs."""
     response = _gemini(thought_signature_in_tool_call_id=False)
     ids = [call.id for call in response.choices[0].message.tool_calls]
     assert ids[1] == "fc-native-7"
@@ -246,5 +246,5 @@ def test_openai_through_litellm_keeps_the_providers_ids_and_raw_text() -> None:
     ],
 )
 def test_the_invented_id_forms(tool_call_id: object, provider: str | None, fabricated: bool) -> None:
-    """CIS-ID-6: exactly LiteLLM's forms, for exactly the providers it invents them for."""
+    """CIS-ECO-8: exactly LiteLLM's forms, for exactly the providers it invents them for."""
     assert is_fabricated(tool_call_id, provider) is fabricated
