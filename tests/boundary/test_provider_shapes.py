@@ -10,6 +10,7 @@ a list of them, raises ``ValueError`` naming the right parser; a streamed piece 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -119,6 +120,7 @@ def list_forms(typed: list[Any]) -> Iterator[tuple[str, Any]]:
     yield "typed", typed
     yield "dump", [t.model_dump() for t in typed]
     yield "json-dump", [t.model_dump(mode="json") for t in typed]
+    yield "text", json.dumps([t.model_dump(mode="json") for t in typed])
 
 
 #: (provider, name, [(form, object)], how many calls it holds) for each object kind.
@@ -430,3 +432,28 @@ def test_chat_custom_and_legacy_function_calls_are_answered() -> None:
         ErrorCode.INVALID_ARGUMENTS,
     )
     assert (legacy.tool_name, code_of(legacy)) == ("get_weather", ErrorCode.MISSING_TOOL_CALL_ID)
+
+
+#: Streamed pieces of each provider, typed and dumped, alone and as lists.
+STREAMED: list[tuple[str, str, Any]] = [
+    ("openai-chat", "chunk", CHUNKS[0]),
+    ("openai-chat", "chunk list", [c.model_dump() for c in CHUNKS]),
+    ("openai-responses", "event", RESP_EVENTS[1]),
+    ("openai-responses", "event list", RESP_EVENTS),
+    ("anthropic", "event", ANTHROPIC_EVENTS[2]),
+    ("anthropic", "event list", ANTHROPIC_EVENTS),
+    ("anthropic", "snapshot", anthropic.types.Message.model_validate({**MESSAGE, "stop_reason": None})),
+]
+
+
+@pytest.mark.parametrize(("provider", "value"), [pytest.param(p, v, id=f"{p}-{n}") for p, n, v in STREAMED])
+@pytest.mark.parametrize("parser", list(PARSERS))
+def test_every_streamed_piece_into_every_parser(provider: str, value: Any, parser: str) -> None:
+    """CIS-ECO-5, CIS-ECO-6: the own parser says "accumulate the stream first"; others name the right one."""
+    with pytest.raises(ValueError) as raised:
+        PARSERS[parser](value, RUN)
+    message = str(raised.value)
+    if parser == provider:
+        assert "accumulate the stream first" in message
+    else:
+        assert f"use envelopes_from_{provider.replace('-', '_')}" in message
