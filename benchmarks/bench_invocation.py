@@ -352,7 +352,6 @@ def section_invocation(
                 tool_name="inline",
                 request_json=ARGUMENTS,
                 invocation_token=secrets.token_hex(16),
-                now_ms=now,
             )
             admitted = target.create(request, LIMITS)
             assert isinstance(admitted, Admission), admitted

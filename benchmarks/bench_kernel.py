@@ -112,7 +112,6 @@ REQUEST = AdmissionRequest(
     tool_name=TOOL,
     request_json=ARGUMENTS,
     invocation_token="0f8e4c2a9b7d4e61a3c5",
-    now_ms=T0 + 1,
 )
 RAW_EVENT = RawReceived(raw_response=RAW, now_ms=T0 + 40)
 PROJECTION_EVENT = ProjectionReceived(projection=PROJECTION, now_ms=T0 + 45)

@@ -408,7 +408,6 @@ class Bench:
             tool_name="noop",
             request_json='{"query": "weather in Paris"}',
             invocation_token=secrets.token_hex(8),
-            now_ms=self.store.now_ms(),
         )
 
     def create(self) -> CanonicalRecord:

@@ -25,21 +25,24 @@ So the boundary (CIS-DUR-5):
    ERROR/STALE_PROJECTION. A completion held by a process that died is gone with
    it: its record stays PROJECTING until swept (or its TTL ends).
 
-Only the store's failure (``StoreUnavailableError``) is retried; any answer of the
-store (the written record, or a code such as INVALID_TRANSITION after a sweep) ends
-the completion.
+Only the store's failure (``StoreUnavailableError``) is retried, and not a permanent
+one (``permanent``: a corrupt record, a refused server), which is held at once; any
+answer of the store (the written record, or a code such as INVALID_TRANSITION after a
+sweep) ends the completion. The budget is one deadline for the whole completion, the
+store's own retries included (``invocation_store._deadline``).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Final
 
 from attrs import field, frozen
 
+from ._deadline import operation_deadline, retry_allowed
 from .kernel import CanonicalRecord
 
 __all__ = ["DEFAULT_COMPLETION_RETRY", "CompletionRetry", "PendingCompletion", "PendingCompletions"]
@@ -148,19 +151,34 @@ class PendingCompletions:
 
     # -- retrying a completion -----------------------------------------------------
 
-    def pauses(self, pending: PendingCompletion) -> Iterator[float]:
-        """Seconds to pause before each retry of ``pending``'s completion, within the budget.
+    @contextlib.contextmanager
+    def retrying(self, pending: PendingCompletion) -> Iterator[Iterator[float]]:
+        """The scope of one completion's retries: one deadline for them all, store retries included.
 
-        Start iterating at the first StoreUnavailableError: the budget
-        (:attr:`CompletionRetry.budget_ms` of wall time) runs from the first ``next``.
-        When the next pause would end past it, ``pending`` is held (see the module
-        docstring) and the iteration ends: the caller then gives up with the last
-        error. The boundary (each flavour pausing its own way) drives the retries.
+        Enter it before the first compare-and-set: :attr:`CompletionRetry.budget_ms`
+        runs from then (``invocation_store._deadline``), and the store's own retry loop
+        honours the same deadline, so the caller waits at most the budget plus the round
+        trip in flight when it passed (CIS-DUR-5). Yields :meth:`pauses`.
         """
-        deadline = time.monotonic() + self.policy.budget_ms / 1000
+        with operation_deadline(self.policy.budget_ms):
+            yield self.pauses(pending)
+
+    def pauses(self, pending: PendingCompletion) -> Iterator[float]:
+        """Seconds to pause before each retry of ``pending``'s completion, within the deadline.
+
+        Iterate after a StoreUnavailableError inside :meth:`retrying`: a pause is
+        yielded only while the retry after it starts before the scope's deadline. When
+        it would not, ``pending`` is held (see the module docstring) and the iteration
+        ends: the caller then gives up with the last error. The boundary (each flavour
+        pausing its own way) drives the retries.
+        """
         for pause_ms in self.policy.pauses_ms():
             pause = pause_ms / 1000
-            if time.monotonic() + pause > deadline:
+            if not retry_allowed(pause):
                 break
             yield pause
+        self._hold(pending)
+
+    def hold(self, pending: PendingCompletion) -> None:
+        """Hold ``pending`` without retrying (a permanent store fault: a corrupt record, CIS-DUR-7)."""
         self._hold(pending)

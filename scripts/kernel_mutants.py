@@ -246,6 +246,10 @@ EQUIVALENT: dict[str, str] = {
     "_admission.check_begin: `1` 1 -> 2 #2": (
         "the TTL of check_begin's Begin is a placeholder, for the same reason as its sequence"
     ),
+    "_admission.check_begin: `0` 0 -> 1": (
+        "the time of check_begin's Begin is a placeholder too: a request carries no time (CIS-STORE-10) "
+        "and the run-independent refusals of the Begin row never read it"
+    ),
     "_state.check_completion: `getattr(before, name) != getattr(after, name)` != -> ==": (
         "it only lists, in the text of a caller error, which fields changed; the outcome (a caller "
         "error) is the same, and vectors never compare error texts"

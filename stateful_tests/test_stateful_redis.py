@@ -71,7 +71,6 @@ def test_redis_record_really_expires(redis_factory: RedisStoreFactory) -> None:
                 tool_name="search",
                 request_json="{}",
                 invocation_token="tok",
-                now_ms=store.now_ms(),
             ),
             Limits(),
         )

@@ -63,8 +63,13 @@ def redis_url_from(args: argparse.Namespace) -> str | None:
 
 
 def unavailable(exc: StoreUnavailableError) -> str:
-    """The one-line message for a failed Redis store: the exception *type* only (CIS-FAIL-5)."""
-    return f"the Redis store is unavailable ({exc.cause})"
+    """The one-line message for a failed Redis store (CIS-FAIL-5).
+
+    The store's own operator text: a cause label (an exception *type*), or for a
+    refused server the setting to change (``requires Redis >= 6.2, found 5.0.14``,
+    an evicting ``maxmemory-policy``), written by the library, never foreign text.
+    """
+    return f"the Redis store is unavailable ({exc.operator_text()})"
 
 
 def _size(text: str | None) -> int | None:

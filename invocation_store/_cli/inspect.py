@@ -12,8 +12,12 @@ never printed, only their sizes (with ``--raw-sizes``, from ``STRLEN``: the payl
 never read). Only commands of Redis' ``@read`` ACL category are sent, no script and
 no ``INFO``, so a user granted ``+@read`` alone can inspect (CIS-DUR-9).
 
-Exit status: 0 when the run or any of its records was found, 1 when neither was (or
-the store failed), 2 for a bad option.
+Corrupt records (a key whose TTL was removed from outside, a foreign type or value)
+are listed by tool_call_id and cause, never their content, and the rest of the run is
+listed as usual (CIS-DUR-7).
+
+Exit status: 0 when the run or any of its records was found (corrupt ones included),
+1 when neither was (or the store failed), 2 for a bad option.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import argparse
 import json
 from typing import Any
 
-from ..adapters import DEFAULT_PREFIX, StoreUnavailableError
+from ..adapters import DEFAULT_PREFIX, CorruptRecordError, StoreUnavailableError
 from ..kernel import is_safe_id
 from ._common import REDIS_URL_ENV, fail, record_row, redis_url_from, table, ttl_text, unavailable
 
@@ -74,7 +78,10 @@ def inspect_run(store: Any, run_id: str, *, raw_sizes: bool = False) -> dict[str
 
     ``store`` is an :class:`~invocation_store.adapters.InvocationStore`. Each record
     row carries ``ttl_remaining_ms`` from :meth:`ttl_remaining_ms` (Redis ``PTTL``);
-    ``raw_bytes`` is None unless ``raw_sizes``. Raises
+    ``raw_bytes`` is None unless ``raw_sizes``. A corrupt record (no TTL, a foreign
+    type or value: :class:`~invocation_store.adapters.CorruptRecordError`) is listed
+    under ``corrupt`` by tool_call_id and cause code, never its content, and the rest
+    of the run is listed as usual (CIS-DUR-7). Raises
     :class:`~invocation_store.adapters.StoreUnavailableError` if the store fails.
     """
     state = store.get_run(run_id)
@@ -82,14 +89,24 @@ def inspect_run(store: Any, run_id: str, *, raw_sizes: bool = False) -> dict[str
     # A store that can size raw responses without reading them (RedisStore.raw_sizes,
     # read-only commands) is asked for sizes only: no payload travels.
     sizer = getattr(store, "raw_sizes", None) if raw_sizes else None
-    records = store.get_many(run_id, ids, include_raw=raw_sizes and sizer is None) if ids else {}
+    corrupt: dict[str, str] = {}
+    try:
+        records = store.get_many(run_id, ids, include_raw=raw_sizes and sizer is None) if ids else {}
+    except CorruptRecordError as exc:  # report them, carry on with the rest (CIS-DUR-7)
+        corrupt.update(exc.corrupt)
+        records = exc.readable
     sizes = sizer(run_id, ids) if sizer is not None and ids else {}
     rows = []
     for tool_call_id in ids:
         record = records.get(tool_call_id)
         if record is None:
             continue
-        row = record_row(record, store.ttl_remaining_ms(run_id, tool_call_id))
+        try:
+            ttl = store.ttl_remaining_ms(run_id, tool_call_id)
+        except CorruptRecordError as exc:
+            corrupt.update(exc.corrupt)
+            continue
+        row = record_row(record, ttl)
         if not raw_sizes:
             row["raw_bytes"] = None
         elif sizer is not None:
@@ -108,12 +125,14 @@ def inspect_run(store: Any, run_id: str, *, raw_sizes: bool = False) -> dict[str
             "byte_budget": state.byte_budget,
             "bytes_used": state.bytes_used,
         }
+    listed = {row["tool_call_id"] for row in rows} | corrupt.keys()
     return {
         "run_id": run_id,
         "run": run,
         "calls": len(ids),
         "records": rows,
-        "expired_or_missing": len(ids) - len(rows),
+        "corrupt": [{"tool_call_id": tcid, "code": code} for tcid, code in sorted(corrupt.items())],
+        "expired_or_missing": len([tcid for tcid in ids if tcid not in listed]),
     }
 
 
@@ -154,6 +173,11 @@ def render_text(listing: dict[str, Any], *, raw_sizes: bool) -> str:
         cells += [row["agent_result_bytes"], ttl_text(row["ttl_remaining_ms"]), row["error_code"]]
         rows.append(cells)
     lines.append(table(headers, rows, numeric=numeric))
+    for entry in listing["corrupt"]:
+        lines.append(
+            f"corrupt record {entry['tool_call_id']} ({entry['code']}): not served, never completed; "
+            "see the README's operator notes"
+        )
     return "\n".join(lines)
 
 
@@ -178,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(_PROG, unavailable(exc), 1)
     finally:
         store.close()
-    if listing["run"] is None and not listing["records"]:
+    if listing["run"] is None and not listing["records"] and not listing["corrupt"]:
         # Nothing found: the error alone, no empty listing on stdout.
         return fail(_PROG, f"no run {args.run} under this prefix (unknown or expired)", 1)
     if args.json:

@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._forwarding import ForwardingStore
-from ._protocol import AsyncInvocationStore, InvocationStore, StoreUnavailableError
+from ._protocol import AsyncInvocationStore, CorruptRecordError, InvocationStore, StoreUnavailableError
 from ._redis_keys import call_key, done_key, run_key
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
 
@@ -31,6 +31,7 @@ __all__ = [
     "AsyncInvocationStore",
     "AsyncMemoryStore",
     "AsyncRedisStore",
+    "CorruptRecordError",
     "Durability",
     "ForwardingStore",
     "InvocationStore",

@@ -20,11 +20,14 @@ The two Protocols are written once: :class:`AsyncInvocationStore` in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..kernel import ErrorCode
 from ._async.protocol import AsyncInvocationStore
 from ._sync.protocol import InvocationStore
 
-__all__ = ["AsyncInvocationStore", "InvocationStore", "StoreUnavailableError"]
+__all__ = ["AsyncInvocationStore", "CorruptRecordError", "InvocationStore", "StoreUnavailableError"]
 
 
 class StoreUnavailableError(Exception):
@@ -34,9 +37,51 @@ class StoreUnavailableError(Exception):
     original exception is never chained (``raise ... from None``) so that no key,
     payload, URL or password travels with it. ``cause`` names the original
     exception *type* only, for logs.
+
+    ``permanent`` (class attribute, False here): whether sending the same operation
+    again cannot help (a corrupt record, a misconfigured server). Callers that retry
+    (the boundary's completion retry, CIS-DUR-5) give up at once on a permanent one.
+    ``operator_text()`` is what a log line may say about it: the cause label here; our
+    own subclasses whose message is written by this library (a server setting to
+    change) return that message, never foreign exception text (CIS-FAIL-5).
     """
+
+    #: Sending the same operation again cannot succeed: not retried (CIS-DUR-7).
+    permanent: bool = False
 
     def __init__(self, cause: str = "unknown", code: ErrorCode = ErrorCode.STORE_UNAVAILABLE) -> None:
         super().__init__(f"{code.value}: the invocation store is unavailable ({cause})")
         self.code = code
         self.cause = cause
+
+    def operator_text(self) -> str:
+        """The text a log line may carry (the cause label): fixed by this library, never foreign text."""
+        return self.cause
+
+
+class CorruptRecordError(StoreUnavailableError):
+    """Records of one run are corrupt (no TTL, a foreign type or value): a permanent fault (CIS-DUR-7).
+
+    Code STORE_UNAVAILABLE, raised at once (never retried: the same key answers the
+    same way until an operator repairs it). ``run_id``: the run; ``corrupt``: the
+    corrupt records' tool_call_ids mapped to a fixed cause label (``NoTTL``,
+    ``CorruptRecord``, ``IdentityMismatch``, ``WrongType``, ...); ``readable``: for a
+    batched read (``get_many``), what the other ids read as (the value the read would
+    have returned for them), so that a caller can carry on with the rest of the run
+    (``sweep_stale``, ``inspect``); empty for a single-record operation. No payload,
+    key or reply is ever carried.
+    """
+
+    permanent = True
+
+    def __init__(
+        self,
+        run_id: str,
+        corrupt: Mapping[str, str],
+        readable: Mapping[str, object] | None = None,
+    ) -> None:
+        causes = sorted(set(corrupt.values()))
+        super().__init__(cause=causes[0] if len(causes) == 1 else "CorruptRecord")
+        self.run_id = run_id
+        self.corrupt: dict[str, str] = dict(corrupt)
+        self.readable: dict[str, Any] = dict(readable or {})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import redis
@@ -24,10 +24,12 @@ __all__ = [
     "FAILURES",
     "LOG",
     "bad_url",
-    "check_old_version",
+    "is_hello_failure",
     "max_lag",
     "nonce",
+    "old_version_error",
     "raise_first_error",
+    "report_corrupt",
     "report_failure",
     "resp2_connection",
     "server_ms",
@@ -61,14 +63,47 @@ def report_failure(operation: str, exc: BaseException) -> str:
     return cause
 
 
-def check_old_version(reply: object) -> None:
-    """Raise UnsupportedRedisError if an unparsed ``INFO server`` reply names a server below 6.2."""
+def report_corrupt(operation: str, run_id: str, corrupt: Mapping[str, str]) -> None:
+    """Log each corrupt record of a read or write by run id, tool_call_id and cause label (CIS-DUR-7).
+
+    Ids are safe ids (CIS-ID-2) and causes fixed labels: no key, payload or reply is logged.
+    """
+    for tool_call_id, cause in sorted(corrupt.items()):
+        LOG.warning(
+            "redis store: %s found record %s of run %s corrupt (%s): left as is, not retried",
+            operation,
+            tool_call_id,
+            run_id,
+            cause,
+        )
+
+
+def is_hello_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server refusing ``HELLO`` as an unknown command: a server older than 6.0.
+
+    redis-py (>= 8) opens every connection with ``HELLO 3`` unless told ``protocol=2``;
+    Redis 5 answers ``ERR unknown command 'HELLO'`` (CIS-DUR-8). The text is read to
+    classify the failure, never logged.
+    """
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    text = str(exc).lower()
+    return "unknown command" in text and "hello" in text
+
+
+def old_version_error(reply: object) -> UnsupportedRedisError | None:
+    """The UnsupportedRedisError for an unparsed ``INFO server`` reply naming a server below 6.2, else None.
+
+    Returned, not raised, so that the store raises it outside any ``except`` block
+    (no exception context travels with it, CIS-FAIL-5).
+    """
     try:
         version = core.parse_version(parse_info_text(reply))
     except ValueError:
-        return
+        return None
     if version < core.MIN_VERSION:
-        raise UnsupportedRedisError(".".join(str(part) for part in version))
+        return UnsupportedRedisError(".".join(str(part) for part in version))
+    return None
 
 
 def max_lag(max_lag_ms: int | None, *, injected_clock: bool) -> int | None:
@@ -102,11 +137,13 @@ def raise_first_error(replies: Sequence[object]) -> None:
 def resp2_connection(pool: Any) -> Any:
     """A fresh RESP2 connection (no ``HELLO``) of ``pool``'s kind, for a version probe; None if RESP2 already.
 
-    Only a client that speaks RESP3 opens connections with ``HELLO 3``. Maintenance
+    A client opens connections with ``HELLO 3`` when it is built with ``protocol=3``
+    and also when it is built with no protocol at all (redis-py >= 8 defaults to
+    RESP3); only an explicit ``protocol=2`` client needs no probe. Maintenance
     notifications (a RESP3 feature) are left out of the probe.
     """
     kwargs = dict(pool.connection_kwargs)
-    if str(kwargs.get("protocol")) != "3":
+    if str(kwargs.get("protocol")) == "2":
         return None
     for name in ("maint_notifications_pool_handler", "maint_notifications_config"):
         kwargs.pop(name, None)

@@ -39,6 +39,7 @@ from typing import Any, Final, NamedTuple, TypeAlias
 from attrs import frozen
 
 from ..kernel import (
+    DUPLICATE_CODES,
     MAX_ID_LENGTH,
     PROGRESS_FIELDS,
     RUN_TRANSITIONS,
@@ -691,12 +692,14 @@ def _admission_run(text: str, run_id: str) -> RunState:
 class CreatePlan(NamedTuple):
     """What ``create`` sends; ``request``/``limits`` re-run the kernel on the reply.
 
-    ``command`` is everything after ``EVALSHA <sha>``: numkeys, KEYS, ARGV.
+    ``command`` is everything after ``EVALSHA <sha>``: numkeys, KEYS, ARGV;
+    ``now_ms`` the store-clock time the script decides at (CIS-STORE-10).
     """
 
     command: tuple[bytes | str, ...]
     request: AdmissionRequest
     limits: Limits
+    now_ms: int
 
 
 _FOUR: Final = b"4"
@@ -705,8 +708,10 @@ _WRITE: Final = (b"WRITE", "WRITE")
 _FIVE: Final = b"5"
 
 
-def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> CreatePlan | ErrorCode:
-    """Build the CREATE_SCRIPT call for ``request``, or answer without Redis.
+def plan_create(
+    prefix: str, request: AdmissionRequest, limits: Limits, now_ms: int
+) -> CreatePlan | ErrorCode:
+    """Build the CREATE_SCRIPT call for ``request`` at store time ``now_ms``, or answer without Redis.
 
     An unsafe run id has no run, so the kernel answers RUN_INACTIVE. The outcome of
     the kernel's Begin transition (id checks, whole-record limit) does not depend on
@@ -714,7 +719,7 @@ def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> Creat
     check.
     Raises ``ValueError`` for integers of 2**53 or more.
     """
-    run_id, tool_call_id, now = request.run_id, request.tool_call_id, request.now_ms
+    run_id, tool_call_id, now = request.run_id, request.tool_call_id, now_ms
     keys = run_keys(prefix, run_id)
     if keys is None:
         return ErrorCode.RUN_INACTIVE
@@ -742,6 +747,7 @@ def plan_create(prefix: str, request: AdmissionRequest, limits: Limits) -> Creat
         (_FOUR, keys.run_wire, record_key, keys.calls_wire, raw_response_key, header.encode(), *texts),
         request,
         limits,
+        now,
     )
 
 
@@ -761,7 +767,7 @@ def _split_reply(reply: object) -> tuple[str, str, Reply]:
 
 
 #: Kernel ``admit`` codes decided before the duplicate check (CIS-PRE-8): a script that
-#: answers DUPLICATE_TOOL_CALL must have seen a run that passes them.
+#: answers a duplicate code must have seen a run that passes them.
 _BEFORE_DUPLICATE: Final = frozenset(
     {ErrorCode.RUN_INACTIVE, ErrorCode.RUN_MISMATCH, ErrorCode.RUN_DEADLINE_EXCEEDED}
 )
@@ -772,9 +778,9 @@ def _refused_create(plan: CreatePlan, rest: str, items: Reply) -> ErrorCode:
 
     ``rest`` is "<code>" (no run) or "<code> <10 run values, CREATE_RUN_ORDER>". A
     refusal after the duplicate check saw no live record, so the kernel runs with
-    ``existing=None`` and must answer the same code; for DUPLICATE_TOOL_CALL (the
-    record itself is not sent back) the run must pass every check before the
-    duplicate one. Raises :class:`CorruptReplyError` ("KernelDisagrees") otherwise, so
+    ``existing=None`` and must answer the same code; for a duplicate code (kernel
+    ``duplicate_code``: the record itself is not sent back) the run must pass every
+    check before the duplicate one. Raises :class:`CorruptReplyError` ("KernelDisagrees") otherwise, so
     that a refusal the kernel would have admitted is never reported (CIS-STORE-8).
     """
     if items:
@@ -785,8 +791,8 @@ def _refused_create(plan: CreatePlan, rest: str, items: Reply) -> ErrorCode:
         raise CorruptReplyError("UnexpectedReply")
     request = plan.request
     run = _admission_run(run_text, request.run_id) if run_text else None
-    decided = admit(run, None, request, plan.limits)
-    if code is ErrorCode.DUPLICATE_TOOL_CALL:
+    decided = admit(run, None, request, plan.limits, plan.now_ms)
+    if code in DUPLICATE_CODES:
         agrees = run is not None and decided not in _BEFORE_DUPLICATE
     else:
         agrees = decided is code
@@ -805,7 +811,7 @@ def finish_create(plan: CreatePlan, reply: object) -> Admission | ErrorCode:
     tag, rest, items = _split_reply(reply)
     request = plan.request
     if tag == "OK" and not items:
-        result = admit(_admission_run(rest, request.run_id), None, request, plan.limits)
+        result = admit(_admission_run(rest, request.run_id), None, request, plan.limits, plan.now_ms)
         if not isinstance(result, Admission):
             raise CorruptReplyError("KernelDisagrees")
         return result
@@ -815,7 +821,7 @@ def finish_create(plan: CreatePlan, reply: object) -> Admission | ErrorCode:
         raise CorruptReplyError("UnexpectedReply")
     run = _admission_run(rest, request.run_id)
     record = _decode_embedded(items[1:], request.run_id, request.tool_call_id)
-    replayed = admit(run, record, request, plan.limits)
+    replayed = admit(run, record, request, plan.limits, plan.now_ms)
     if not isinstance(replayed, Admission) or not replayed.replayed:
         raise CorruptReplyError("KernelDisagrees")
     return replayed
@@ -950,8 +956,10 @@ def finish_ttl(
         raise CorruptReplyError("UnexpectedReply")
     if all(value is None for value in fields):
         return None
-    if any(value is None for value in fields) or not lifetime_is_intact(None if pttl == -1 else pttl):
+    if any(value is None for value in fields):
         raise CorruptReplyError("CorruptRecord")
+    if not lifetime_is_intact(None if pttl == -1 else pttl):
+        raise CorruptReplyError("NoTTL")
     if decode_text(fields[0]) != run_id or decode_text(fields[1]) != tool_call_id:
         raise CorruptReplyError("IdentityMismatch")
     if pttl < 0:

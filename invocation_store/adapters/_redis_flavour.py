@@ -17,7 +17,8 @@ derive, because redis-py's blocking and asyncio cluster clients differ in shape:
   has no pipeline on one node's connection, so the asyncio store refuses a waiting
   durability mode on a cluster client (:data:`AsyncRedisFlavour.WAITS_ON_CLUSTER`)
   when it is built, rather than waiting on the wrong connection.
-- **Sleeping** between retries: ``time.sleep`` or ``asyncio.sleep``.
+- **Sleeping** between retries: ``time.sleep`` or ``asyncio.sleep``; and redis-py's
+  retry object that turns its own retries off (``redis.retry`` or ``redis.asyncio.retry``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from typing import Any, Final, TypeAlias, TypeVar
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.retry
 import redis.cluster
+import redis.retry
+from redis.backoff import NoBackoff
 
 __all__ = ["AsyncCommand", "AsyncRedisFlavour", "AsyncSend", "Command", "RedisFlavour", "Send"]
 
@@ -48,6 +52,11 @@ class RedisFlavour:
     def sleep(seconds: float) -> None:
         """Pause between retries."""
         time.sleep(seconds)
+
+    @staticmethod
+    def no_retry() -> redis.retry.Retry:
+        """redis-py's retry object that never retries: the store's own budget retries (CIS-DUR-4)."""
+        return redis.retry.Retry(NoBackoff(), 0)
 
     @staticmethod
     def on_primaries(
@@ -83,6 +92,11 @@ class AsyncRedisFlavour:
     async def sleep(seconds: float) -> None:
         """Pause between retries without blocking the loop."""
         await asyncio.sleep(seconds)
+
+    @staticmethod
+    def no_retry() -> redis.asyncio.retry.Retry:
+        """redis-py's asyncio retry object that never retries: the store's own budget retries (CIS-DUR-4)."""
+        return redis.asyncio.retry.Retry(NoBackoff(), 0)
 
     @staticmethod
     async def on_primaries(

@@ -188,7 +188,9 @@ CREATE_RUN_ORDER: Final = (
 )
 
 # Mirror of kernel ``admit`` (CIS-PRE-8, CIS-STORE-2, CIS-RETRY-2), same order:
-# same-token replay -> RUN_INACTIVE -> RUN_DEADLINE_EXCEEDED -> DUPLICATE_TOOL_CALL ->
+# same-token replay -> RUN_INACTIVE -> RUN_DEADLINE_EXCEEDED -> the duplicate code
+# (kernel ``duplicate_code``: DUPLICATE_TOOL_CALL, CALL_IN_PROGRESS or the record's
+# STALE_PROJECTION / DURABILITY_NOT_REACHED) ->
 # TOOL_BUDGET_EXHAUSTED -> INVALID_ARGUMENTS (request not UTF-8) -> RUN_BYTES_EXHAUSTED
 # -> the code of the kernel's Begin transition (decided in Python: it does not depend
 # on the run). A record or run whose expires_at_ms <= now is absent (CIS-TTL-4).
@@ -235,11 +237,11 @@ local live = false
 local leftover = false
 local token = false
 if tcid ~= '' then
-  local found = redis.call('HMGET', KEYS[2], 'invocation_token', 'expires_at_ms')
+  local found = redis.call('HMGET', KEYS[2], 'invocation_token', 'expires_at_ms', 'status', 'error_code')
   leftover = found[1] or found[2]
   if leftover and redis.call('PTTL', KEYS[2]) == -1 then return 'CORRUPT NoTTL' end
   if found[2] and now < tonumber(found[2]) then
-    live = true
+    live = found
     token = found[1]
   end
 end
@@ -254,7 +256,15 @@ if not run[8] then return 'ERR RUN_INACTIVE' end
 local seen = ' ' .. table.concat(run, ' ')
 if not run_live or run[1] ~= 'ACTIVE' then return 'ERR RUN_INACTIVE' .. seen end
 if now >= tonumber(run[6]) then return 'ERR RUN_DEADLINE_EXCEEDED' .. seen end
-if live then return 'ERR DUPLICATE_TOOL_CALL' .. seen end
+if live then
+  -- kernel duplicate_code: the existing record's fate
+  local dup = 'DUPLICATE_TOOL_CALL'
+  if live[3] == 'PROJECTING' then dup = 'CALL_IN_PROGRESS'
+  elseif live[3] == 'ERROR' and (live[4] == 'STALE_PROJECTION' or live[4] == 'DURABILITY_NOT_REACHED') then
+    dup = live[4]
+  end
+  return 'ERR ' .. dup .. seen
+end
 local used = tonumber(run[2]) + 1
 if used > tonumber(run[9]) then return 'ERR TOOL_BUDGET_EXHAUSTED' .. seen end
 if size == '' then return 'ERR INVALID_ARGUMENTS' .. seen end

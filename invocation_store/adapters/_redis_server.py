@@ -19,8 +19,16 @@ The demands (CIS-STORE-7, CIS-DUR-3, CIS-DUR-6, CIS-DUR-2):
   by an unknown command at its second write would keep its first (Redis scripts have
   no rollback), so a server missing one (``rename-command``) is refused before any
   script runs.
-- A durability mode that waits for the AOF needs ``WAITAOF`` (Redis >= 7.2, Valkey)
-  and ``appendonly yes`` (``INFO persistence``).
+- A durability mode that waits for the AOF needs ``WAITAOF`` (Redis >= 7.2, Valkey:
+  refused naming the server's version otherwise) and ``appendonly yes`` (``INFO
+  persistence``); one that waits for N replicas needs N replicas online (``INFO
+  replication``) when the store starts (CIS-DUR-2).
+- The policy is read again on a schedule (:data:`POLICY_CHECK_INTERVAL_MS`, and at
+  every run open), so that an operator's ``CONFIG SET maxmemory-policy`` on a running
+  server stops new creates within that window (:func:`judge_policy`).
+
+Every message is written here from fixed text and values checked to be a version or
+a policy name, so a log line may carry it (``StoreUnavailableError.operator_text``).
 """
 
 from __future__ import annotations
@@ -35,12 +43,14 @@ from ._protocol import StoreUnavailableError
 from ._redis_core import MIN_VERSION, parse_version
 
 __all__ = [
+    "POLICY_CHECK_INTERVAL_MS",
     "SAFE_POLICIES",
     "SCRIPT_WRITE_COMMANDS",
     "Durability",
     "UnsafeServerError",
     "UnsupportedRedisError",
     "check_commands",
+    "judge_policy",
     "judge_server",
     "parse_info_text",
 ]
@@ -137,8 +147,14 @@ class UnsupportedRedisError(StoreUnavailableError):
     and names the version found.
     """
 
+    permanent = True
+
     def __init__(self, found: str) -> None:
         super().__init__(cause=f"requires Redis >= 6.2, found {found}")
+
+    def operator_text(self) -> str:
+        """The message, written by this module (the version is digits and dots)."""
+        return self.cause
 
 
 class UnsafeServerError(StoreUnavailableError):
@@ -148,9 +164,15 @@ class UnsafeServerError(StoreUnavailableError):
     out (e.g. ``maxmemory-policy allkeys-lru can evict the store's keys``).
     """
 
+    permanent = True
+
     def __init__(self, reason: str) -> None:
         super().__init__(cause=reason, code=ErrorCode.STORE_UNAVAILABLE)
         self.reason = reason
+
+    def operator_text(self) -> str:
+        """The reason, written by this module from fixed text (policy names and versions checked)."""
+        return self.reason
 
 
 def _text(value: object) -> str | None:
@@ -172,23 +194,35 @@ def parse_info_text(text: object) -> dict[str, str]:
     return {name.strip(): value.strip() for name, value in pairs}
 
 
+#: How often, at most, a running store reads ``maxmemory-policy`` again before a create, in
+#: integer ms; every run open reads it too (CIS-DUR-3). Also the longest a policy changed
+#: on a running server admits creates unnoticed.
+POLICY_CHECK_INTERVAL_MS: Final = 5_000
+
+#: The replies :func:`check_commands` lists before ``COMMAND INFO``.
+_INFO_SECTIONS: Final = ("server", "memory", "persistence", "replication")
+
+
 def check_commands(durability: Durability) -> tuple[tuple[bytes | str, ...], ...]:
     """The commands ``check_server`` pipelines, in the order :func:`judge_server` reads their replies.
 
-    ``COMMAND`` is sent as bytes so that redis-py hands back its raw reply (its own
-    ``COMMAND`` parser fails on the nil of an unknown command).
+    ``INFO server``, ``memory``, ``persistence``, ``replication``, then ``COMMAND INFO``
+    of every command the scripts and the durability mode call. ``COMMAND`` is sent as
+    bytes so that redis-py hands back its raw reply (its own ``COMMAND`` parser fails
+    on the nil of an unknown command).
     """
-    names: tuple[str, ...] = SCRIPT_WRITE_COMMANDS
-    if durability.aof:
-        names = (*names, "WAITAOF")
-    elif durability.replicas:
-        names = (*names, "WAIT")
     return (
-        ("INFO", "server"),
-        ("INFO", "memory"),
-        ("INFO", "persistence"),
-        (b"COMMAND", b"INFO", *names),
+        *(("INFO", section) for section in _INFO_SECTIONS),
+        (b"COMMAND", b"INFO", *_checked_commands(durability)),
     )
+
+
+def _checked_commands(durability: Durability) -> tuple[str, ...]:
+    if durability.aof:
+        return (*SCRIPT_WRITE_COMMANDS, "WAITAOF")
+    if durability.replicas:
+        return (*SCRIPT_WRITE_COMMANDS, "WAIT")
+    return SCRIPT_WRITE_COMMANDS
 
 
 def _info(reply: object) -> Mapping[str, object]:
@@ -197,44 +231,119 @@ def _info(reply: object) -> Mapping[str, object]:
     return parse_info_text(reply)
 
 
-def judge_server(replies: Sequence[object], *, durability: Durability, allow_eviction: bool) -> None:
-    """Refuse a server that breaks a demand (module docstring); return None if it keeps them all.
+def _server_name(server: Mapping[str, object]) -> str:
+    """``Redis 7.0.15`` or ``Valkey 9.1.2`` from ``INFO server`` (Valkey also reports a ``redis_version``)."""
+    valkey = server.get("valkey_version")
+    if _text(server.get("server_name")) == "valkey" or valkey is not None:
+        return f"Valkey {_version_text(parse_version({'redis_version': valkey}) if valkey else (0,))}"
+    return f"Redis {_version_text(parse_version(server))}"
 
-    ``replies`` are the replies to :func:`check_commands`, in order (an exception
-    stands for an error reply: the version is judged first, then it is raised). Raises
-    :class:`UnsupportedRedisError` (version), :class:`UnsafeServerError` (eviction
-    policy, a missing command, no AOF for an AOF durability mode) or ``ValueError``
-    for replies that are not what those commands answer.
-    """
-    if len(replies) != 4:
-        raise ValueError("UnexpectedReply")
-    if isinstance(replies[0], Exception):
-        raise replies[0]
-    version = parse_version(_info(replies[0]))
-    if version < MIN_VERSION:  # first: an old server fails the other checks for being old
-        raise UnsupportedRedisError(".".join(str(part) for part in version))
-    for reply in replies[1:]:
-        if isinstance(reply, Exception):
-            raise reply
-    memory, persistence = _info(replies[1]), _info(replies[2])
-    commands = replies[3]
+
+def _version_text(version: tuple[int, ...]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+_POLICY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz-")
+
+
+def _policy(memory: Mapping[str, object]) -> str:
+    """The ``maxmemory_policy`` value, or a fixed stand-in if it is not a policy name (never echoed)."""
     policy = _text(memory.get("maxmemory_policy"))
     if policy is None:
         raise ValueError("NoPolicy")
-    if policy not in SAFE_POLICIES and not allow_eviction:
-        raise UnsafeServerError(
-            f"maxmemory-policy {policy} can evict the store's keys (every key has a TTL): "
-            "set maxmemory-policy noeviction, or pass allow_eviction=True to accept that an "
-            "evicted record lets its executor run again"
-        )
-    names = check_commands(durability)[3][2:]
+    return policy if 0 < len(policy) <= 32 and set(policy) <= _POLICY_CHARS else "(an unrecognised policy)"
+
+
+def judge_policy(memory_reply: object, *, allow_eviction: bool, drifted: bool = False) -> None:
+    """Refuse a ``maxmemory-policy`` that can evict the store's keys (CIS-DUR-3); None if it cannot.
+
+    ``memory_reply`` is an ``INFO memory`` reply; ``drifted``: the policy was accepted
+    before and changed on the running server (the message says so). Raises
+    :class:`UnsafeServerError` naming the policy and the setting to change, or
+    ``ValueError`` for a reply without a policy.
+    """
+    policy = _policy(_info(memory_reply))
+    if policy in SAFE_POLICIES or allow_eviction:
+        return
+    when = " (changed on the running server)" if drifted else ""
+    raise UnsafeServerError(
+        f"maxmemory-policy {policy}{when} can evict the store's keys (every key has a TTL): "
+        "set maxmemory-policy noeviction (CONFIG SET and the server's configuration file), or pass "
+        "allow_eviction=True to accept that an evicted record lets its executor run again"
+    )
+
+
+def _online_replicas(replication: Mapping[str, object]) -> int:
+    """Replicas attached and online, from ``INFO replication`` (parsed by redis-py or raw text)."""
+    count = 0
+    for name, value in replication.items():
+        if not (name.startswith("slave") and name[5:].isdigit()):
+            continue
+        if isinstance(value, Mapping):
+            state = _text(value.get("state") or value.get(b"state"))
+        else:
+            text = _text(value) or ""
+            fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+            state = fields.get("state")
+        count += state == "online"
+    return count
+
+
+def judge_server(
+    replies: Sequence[object], *, durability: Durability, allow_eviction: bool, first: bool = True
+) -> None:
+    """Refuse a server that breaks a demand (module docstring); return None if it keeps them all.
+
+    ``replies`` are the replies to :func:`check_commands`, in order (an exception
+    stands for an error reply: the version is judged first, then it is raised).
+    ``first``: the store's first check; later ones (after NOSCRIPT: a restarted or
+    failed-over server) do not count replicas, which a failover leaves missing for a
+    while (a create then misses the durability mode, DURABILITY_NOT_REACHED, rather
+    than being refused as misconfigured). Raises :class:`UnsupportedRedisError`
+    (version), :class:`UnsafeServerError` (eviction policy, a missing command, a
+    durability mode the server cannot give: ``WAITAOF`` absent, the AOF off, too few
+    replicas; each message names the setting to change) or ``ValueError`` for replies
+    that are not what those commands answer.
+    """
+    if len(replies) != len(_INFO_SECTIONS) + 1:
+        raise ValueError("UnexpectedReply")
+    if isinstance(replies[0], Exception):
+        raise replies[0]
+    server = _info(replies[0])
+    version = parse_version(server)
+    if version < MIN_VERSION:  # first: an old server fails the other checks for being old
+        raise UnsupportedRedisError(_version_text(version))
+    for reply in replies[1:]:
+        if isinstance(reply, Exception):
+            raise reply
+    memory, persistence, replication = (_info(reply) for reply in replies[1:4])
+    commands = replies[4]
+    judge_policy(memory, allow_eviction=allow_eviction)
+    names = _checked_commands(durability)
     if not isinstance(commands, list | tuple) or len(commands) != len(names):
         raise ValueError("UnexpectedReply")
     missing = [str(name) for name, info in zip(names, commands, strict=True) if not info]
+    if "WAITAOF" in missing and version < (7, 2) and server.get("valkey_version") is None:
+        raise UnsafeServerError(
+            f"Durability(aof=True) needs the WAITAOF command (Redis >= 7.2 or Valkey), and this server "
+            f"is {_server_name(server)}: upgrade it, or use Durability(aof=False) with appendfsync always"
+        )
     if missing:
         raise UnsafeServerError(
             f"the server lacks command(s) {', '.join(missing)} (renamed or disabled): the store's "
-            "scripts need them to write a key and its TTL together"
+            "scripts and durability mode need them; restore them (rename-command in the server's "
+            "configuration)"
         )
     if durability.aof and _text(persistence.get("aof_enabled")) != "1":
-        raise UnsafeServerError("the durability mode waits for the AOF, but appendonly is off")
+        raise UnsafeServerError(
+            "Durability(aof=True) waits for the AOF, but appendonly is off: set appendonly yes "
+            "(CONFIG SET appendonly yes and the server's configuration file), or use Durability(aof=False)"
+        )
+    if first and durability.replicas:
+        online = _online_replicas(replication)
+        if online < durability.replicas:
+            raise UnsafeServerError(
+                f"Durability(replicas={durability.replicas}) waits for {durability.replicas} replica(s), "
+                f"but the server has {online} online: attach replicas (replicaof), or lower "
+                "Durability.replicas"
+            )

@@ -17,8 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from attrs import evolve
-
 from ..kernel import (
     Admission,
     AdmissionRequest,
@@ -35,6 +33,7 @@ from ..kernel import (
     is_live,
     open_run,
     remaining_ms,
+    without_raw,
 )
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "wall_clock_ms"]
@@ -65,26 +64,23 @@ class MemoryStore:
 
     # -- internal reads, lock held -------------------------------------------------
 
-    # Expiry is judged at the time of the operation (a request's ``now_ms``), but data
-    # is deleted only when the store's own clock says it has lapsed: a request
-    # stamped by a clock running ahead must not destroy what other workers still see
-    # (Redis likewise expires keys by its own clock).
+    # Every operation reads the store's clock once, inside the lock, and decides with
+    # it (CIS-STORE-10): an expired record or run reads as absent and is dropped then;
+    # a run's call and completed lists lapse with the run state.
 
     def _run(self, run_id: str, now_ms: int) -> RunState | None:
         run = self._runs.get(run_id)
         if run is not None and not is_live(run, now_ms):
-            if not is_live(run, self._clock()):
-                del self._runs[run_id]
-                self._done.pop(run_id, None)
-                self._calls.pop(run_id, None)
+            del self._runs[run_id]
+            self._done.pop(run_id, None)
+            self._calls.pop(run_id, None)
             return None
         return run
 
     def _record(self, run_id: str, tool_call_id: str, now_ms: int) -> CanonicalRecord | None:
         record = self._records.get((run_id, tool_call_id))
         if record is not None and not is_live(record, now_ms):
-            if not is_live(record, self._clock()):
-                del self._records[(run_id, tool_call_id)]
+            del self._records[(run_id, tool_call_id)]
             return None
         return record
 
@@ -134,16 +130,17 @@ class MemoryStore:
     # -- records ---------------------------------------------------------------------
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
-        """Admit and create atomically under the lock (CIS-PRE-8)."""
+        """Admit and create atomically under the lock, at the store's clock (CIS-PRE-8, CIS-STORE-10)."""
         with self._lock:
-            now = request.now_ms
+            now = self._clock()
             run = self._run(request.run_id, now)
             existing = self._record(request.run_id, request.tool_call_id, now)
-            result = admit(run, existing, request, limits)
+            result = admit(run, existing, request, limits, now)
             if isinstance(result, Admission) and not result.replayed:
                 self._runs[request.run_id] = result.run
                 self._records[(request.run_id, request.tool_call_id)] = result.record
-                self._calls.setdefault(request.run_id, []).append(request.tool_call_id)
+                if result.append_call:
+                    self._calls.setdefault(request.run_id, []).append(request.tool_call_id)
             return result
 
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
@@ -176,10 +173,7 @@ class MemoryStore:
             found = {tcid: self._record(run_id, tcid, now) for tcid in tool_call_ids}
         if include_raw:
             return found
-        return {
-            tcid: None if record is None else evolve(record, raw_response=None)
-            for tcid, record in found.items()
-        }
+        return {tcid: None if record is None else without_raw(record) for tcid, record in found.items()}
 
     def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
         """The progress fields of several records of one run (CIS-PERF-3); None if absent or expired."""

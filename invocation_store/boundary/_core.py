@@ -40,6 +40,7 @@ from ..kernel import (
     RunContext,
     ToolCallEnvelope,
     agent_view,
+    duplicate_code,
     is_own_create,
     transition,
 )
@@ -85,11 +86,19 @@ class Prepared(NamedTuple):
 
 
 def _cause(exc: BaseException) -> str:
-    """Type name of a store failure, for logs (the original type for a StoreUnavailableError)."""
+    """A store failure for logs: its type name, and for a StoreUnavailableError its operator text.
+
+    ``operator_text()`` is this library's own fixed text (a cause label, or the setting
+    an operator must change, e.g. an evicting ``maxmemory-policy``), never foreign
+    exception text; a third-party store's cause is reduced to a safe name (CIS-FAIL-5).
+    """
     name = type_name(exc)
-    if isinstance(exc, StoreUnavailableError):
-        return f"{name}({safe_name(getattr(exc, 'cause', None))})"
-    return name
+    if not isinstance(exc, StoreUnavailableError):
+        return name
+    if type(exc).__module__.startswith("invocation_store."):
+        text = exc.operator_text()
+        return f"{name}: {text}" if safe_name(text) != text else f"{name}({text})"
+    return f"{name}({safe_name(getattr(exc, 'cause', None))})"
 
 
 def unavailable(exc: BaseException) -> StoreUnavailableError:
@@ -205,7 +214,7 @@ class Core:
             projector_args=copy_json(parsed),
         )
 
-    def _request(self, context: RunContext, prepared: Prepared, now_ms: int) -> AdmissionRequest:
+    def _request(self, context: RunContext, prepared: Prepared) -> AdmissionRequest:
         token = exact_text(self._token_factory())
         if type(token) is not str or not token:
             raise TypeError("token_factory must return a non-empty str")
@@ -215,7 +224,6 @@ class Core:
             tool_name=prepared.tool.name,
             request_json=prepared.arguments,
             invocation_token=token,
-            now_ms=now_ms,
         )
 
     # -- steps 3-5: kernel transitions on the executor's and projector's outcomes -----
@@ -289,26 +297,32 @@ class Core:
         self._log.info("tool call refused at admission: %s", admitted.value)
         return failure(admitted, echo)
 
-    def _own_replay(self, admitted: Admission, request: AdmissionRequest, claimed: bool) -> bool:
+    def _own_replay(
+        self, admitted: Admission, request: AdmissionRequest, claimed: bool, not_before_ms: int
+    ) -> bool:
         """Is this replayed admission our own create, retried by the client library?
 
         Yes when no other call of this boundary ever drew the token (``claimed``, and
         still the sole use when the replay comes back) and the record is still
         exactly what ``request`` created (kernel ``is_own_create``: this call's token,
         128 random bits drawn for this call only, PROJECTING without a raw response,
-        the same ids, tool and request text, ``created_at_ms == request.now_ms``,
-        CIS-RETRY-2). Anything else is a replay of another call (CIS-BND-6).
+        the same ids, tool and request text, created no earlier than ``not_before_ms``,
+        the store clock read before the create was sent, CIS-RETRY-2). Anything else is
+        a replay of another call (CIS-BND-6).
         """
-        if claimed and self._sole_use(request.invocation_token) and is_own_create(admitted.record, request):
+        own = is_own_create(admitted.record, request, not_before_ms)
+        if claimed and self._sole_use(request.invocation_token) and own:
             self._log.info("create retried by the store client: recognised as this invocation")
             return True
         return False
 
-    def _replayed(self, echo: str | None) -> BoundaryResult:
+    def _replayed(self, admitted: Admission, echo: str | None) -> BoundaryResult:
         # Not our own create: the token factory repeated itself, and the record is
-        # another call's (or has moved on). Treat it as the duplicate it is (CIS-BND-6).
-        self._log.warning("invocation token reused: %s", ErrorCode.DUPLICATE_TOOL_CALL.value)
-        return failure(ErrorCode.DUPLICATE_TOOL_CALL, echo)
+        # another call's (or has moved on). Refuse it as the duplicate it is, with
+        # that call's fate (CIS-BND-6, CIS-ID-5).
+        code = duplicate_code(admitted.record)
+        self._log.warning("invocation token reused: %s", code.value)
+        return failure(code, echo)
 
     def _kernel_refused(self, code: ErrorCode, echo: str | None) -> BoundaryResult:
         # The kernel refused a transition of our own PROJECTING record: it expired
@@ -325,6 +339,17 @@ class Core:
             return failure(stored, echo)
         _telemetry.record_completed(final)
         return result_of(agent_view(final))
+
+    def _corrupt_found(self, run_id: str, corrupt: dict[str, str]) -> None:
+        """Log each corrupt record a sweep left as it is: tool_call_id and cause label, no payload."""
+        for tool_call_id, cause in sorted(corrupt.items()):
+            self._log.warning(
+                "sweep of run %s left corrupt record %s as it is (%s): %s",
+                run_id,
+                tool_call_id,
+                cause,
+                ErrorCode.STORE_UNAVAILABLE.value,
+            )
 
     def _swept(self, swept: int) -> int:
         if swept:

@@ -325,7 +325,6 @@ def _args(name: str, raw: Any, limits: Limits) -> tuple[str, int, Any]:
             tool_name=_str(args["tool_name"], "args.tool_name"),
             request_json=_str(args["request_json"], "args.request_json"),
             invocation_token=_str(args["invocation_token"], "args.invocation_token"),
-            now_ms=now_ms,
         )
         own = args.get("limits")
         return run_id, now_ms, (request, limits if own is None else _limits(own, "args.limits"))

@@ -153,7 +153,7 @@ class HistoryRecorder(ForwardingStore):
         )
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
-        """Recorded ``create`` (its ``now_ms`` is the request's)."""
+        """Recorded ``create`` (its ``now_ms`` is the store clock's, as for every operation)."""
         args = {
             "run_id": request.run_id,
             "tool_call_id": request.tool_call_id,
@@ -162,7 +162,7 @@ class HistoryRecorder(ForwardingStore):
             "invocation_token": request.invocation_token,
             "limits": limits,
         }
-        return self._record("create", request.now_ms, args, lambda: self.inner.create(request, limits))
+        return self._record("create", self.inner.now_ms(), args, lambda: self.inner.create(request, limits))
 
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
         """Recorded ``complete``."""

@@ -26,6 +26,7 @@ from typing import Any, Final, TypeAlias
 from attrs import evolve
 
 from ..kernel import (
+    DUPLICATE_CODES,
     Admission,
     CanonicalRecord,
     CompareAndSet,
@@ -90,7 +91,7 @@ def apply(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
     if name == "create":
         request, limits = op.args
         existing = _live_record(records, request.tool_call_id, now)
-        admission = admit(current, existing, request, limits)
+        admission = admit(current, existing, request, limits, now)
         if isinstance(admission, Admission) and not admission.replayed:
             return admission, (
                 admission.run,
@@ -180,7 +181,7 @@ def earlier_attempts(ops: Sequence[HistoryOp], optional: Collection[int] = ()) -
 
 
 _CREATE_RULES: Final = {
-    ErrorCode.DUPLICATE_TOOL_CALL: "CIS-ID-5",
+    **dict.fromkeys(DUPLICATE_CODES, "CIS-ID-5"),
     ErrorCode.TOOL_BUDGET_EXHAUSTED: "CIS-RUN-5",
     ErrorCode.RUN_BYTES_EXHAUSTED: "CIS-RUN-6",
     ErrorCode.RUN_INACTIVE: "CIS-RUN-3",

@@ -5,7 +5,15 @@ no logging, no import of adapters, redis or cattrs. Every public name of the ker
 is re-exported here; the underscore modules are private.
 """
 
-from ._admission import Admission, AdmissionRequest, admit, check_begin, run_usage_after
+from ._admission import (
+    DUPLICATE_CODES,
+    Admission,
+    AdmissionRequest,
+    admit,
+    check_begin,
+    duplicate_code,
+    run_usage_after,
+)
 from ._codes import CODE_REQUIREMENTS, ERROR_MESSAGES, ErrorCode
 from ._effects import (
     AgentView,
@@ -19,6 +27,7 @@ from ._effects import (
     live,
     remaining_ms,
     sweep_candidates,
+    without_raw,
 )
 from ._ids import (
     BLANK_CODE_POINTS,
@@ -80,6 +89,7 @@ from ._views import PROGRESS_FIELDS, FactSource, ProgressView, is_well_formed_ou
 __all__ = [
     "BLANK_CODE_POINTS",
     "CODE_REQUIREMENTS",
+    "DUPLICATE_CODES",
     "ERROR_MESSAGES",
     "FAILURE_CODES",
     "MAX_ID_LENGTH",
@@ -137,6 +147,7 @@ __all__ = [
     "completion_charge",
     "decide_complete",
     "decide_completion",
+    "duplicate_code",
     "failure_view",
     "is_blank",
     "is_live",
@@ -158,4 +169,5 @@ __all__ = [
     "text_bytes",
     "transition",
     "utf8_len",
+    "without_raw",
 ]

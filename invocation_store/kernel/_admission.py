@@ -10,14 +10,24 @@ random numbers (the invocation token comes from the adapter).
 
 from __future__ import annotations
 
+from typing import Final
+
 from attrs import frozen
 
 from ._codes import ErrorCode
-from ._models import CanonicalRecord, Limits, RunState, RunStatus
+from ._models import CanonicalRecord, InvocationStatus, Limits, RunState, RunStatus
 from ._sizes import record_bytes, utf8_len
 from ._state import Begin, Phase, _begin, phase_of
 
-__all__ = ["Admission", "AdmissionRequest", "admit", "check_begin", "run_usage_after"]
+__all__ = [
+    "DUPLICATE_CODES",
+    "Admission",
+    "AdmissionRequest",
+    "admit",
+    "check_begin",
+    "duplicate_code",
+    "run_usage_after",
+]
 
 
 def _run(run: RunState, *, status: RunStatus, tool_calls_used: int, bytes_used: int) -> RunState:
@@ -41,7 +51,9 @@ class AdmissionRequest:
     """What the store needs to admit one preflight-passed call (CIS-PRE-8).
 
     ``request_json`` is the exact arguments text; ``invocation_token`` the
-    adapter-drawn retry token (CIS-RETRY-1); ``now_ms`` the admission time.
+    adapter-drawn retry token (CIS-RETRY-1). It carries no time: the store admits
+    at its own clock's reading, taken inside its atomic step (CIS-STORE-10), so that
+    callers whose clocks differ are decided alike.
     """
 
     run_id: str
@@ -49,20 +61,58 @@ class AdmissionRequest:
     tool_name: str
     request_json: str
     invocation_token: str
-    now_ms: int
 
 
 @frozen(kw_only=True)
 class Admission:
-    """A successful admission: the new run state and the new PROJECTING record.
+    """A successful admission and every effect a store applies for it (CIS-PRE-8, CIS-STORE-2).
 
-    ``replayed`` is True when the key already held this very invocation (same
-    token): a retried create recognised as itself, nothing written (CIS-RETRY-2).
+    Unless ``replayed``: store ``run`` (the run's new usage: one more call and the
+    request's UTF-8 bytes), store ``record`` (the new PROJECTING record) with a
+    lifetime of ``record.expires_at_ms - record.created_at_ms`` ms, and, when
+    ``append_call``, append ``record.tool_call_id`` to the run's call list (which
+    lives and lapses with the run state). ``replayed`` True: the key already held
+    this very invocation (same token), a retried create recognised as itself;
+    ``record`` is the stored record, ``run`` the stored run state, and nothing is
+    written (CIS-RETRY-2).
     """
 
     run: RunState
     record: CanonicalRecord
     replayed: bool = False
+
+    @property
+    def append_call(self) -> bool:
+        """True when the store appends ``record.tool_call_id`` to the run's call list (not on a replay)."""
+        return not self.replayed
+
+
+def duplicate_code(existing: CanonicalRecord) -> ErrorCode:
+    """The answer to a call whose key holds the live record ``existing`` of another invocation (CIS-ID-5).
+
+    The code tells the harness the call's fate, so that a call made once is never
+    told it was made twice while its tool never ran: CALL_IN_PROGRESS while
+    ``existing`` is PROJECTING (admitted, not finished: its worker may still run it,
+    or have died, see CIS-LIFE-7); the record's own code when it is ERROR with
+    STALE_PROJECTION (abandoned) or DURABILITY_NOT_REACHED (the tool did not run);
+    DUPLICATE_TOOL_CALL otherwise (READY, or ERROR after the tool ran).
+    """
+    if existing.status is InvocationStatus.PROJECTING:
+        return ErrorCode.CALL_IN_PROGRESS
+    code = existing.error_code
+    if existing.status is InvocationStatus.ERROR and code is not None and code in _FATE_CODES:
+        return code
+    return ErrorCode.DUPLICATE_TOOL_CALL
+
+
+#: ERROR codes a duplicate is answered with, because DUPLICATE_TOOL_CALL would say the
+#: tool ran when it did not (DURABILITY_NOT_REACHED) or may not have (STALE_PROJECTION).
+_FATE_CODES: frozenset[ErrorCode] = frozenset({ErrorCode.STALE_PROJECTION, ErrorCode.DURABILITY_NOT_REACHED})
+
+#: Every code :func:`duplicate_code` can answer: admission's check 9 (CIS-PRE-2, CIS-ID-5).
+DUPLICATE_CODES: Final[frozenset[ErrorCode]] = frozenset(
+    {ErrorCode.DUPLICATE_TOOL_CALL, ErrorCode.CALL_IN_PROGRESS, *_FATE_CODES}
+)
 
 
 def admit(
@@ -70,17 +120,21 @@ def admit(
     existing: CanonicalRecord | None,
     request: AdmissionRequest,
     limits: Limits,
+    now_ms: int,
 ) -> Admission | ErrorCode:
     """Decide creation atomically with the run checks, in the fixed order (CIS-PRE-8).
 
     Stores call this under their atomicity guarantee (a lock, a Lua script mirroring
-    it). Order: same-token replay -> RUN_INACTIVE (no run, expired, cancelled or
-    closed) -> RUN_DEADLINE_EXCEEDED (``now_ms >= deadline_ms``) ->
-    DUPLICATE_TOOL_CALL -> TOOL_BUDGET_EXHAUSTED -> RUN_BYTES_EXHAUSTED. A duplicate
-    therefore never consumes budget. On success the run's counters grow by one call
-    and the request's UTF-8 bytes.
+    it), with ``run`` and ``existing`` as stored and ``now_ms`` the store's own clock
+    read inside that step (CIS-STORE-10). Order: same-token replay -> RUN_INACTIVE
+    (no run, expired, cancelled or closed) -> RUN_MISMATCH -> RUN_DEADLINE_EXCEEDED
+    (``now_ms >= deadline_ms``) -> the duplicate answer of :func:`duplicate_code`
+    (DUPLICATE_TOOL_CALL, CALL_IN_PROGRESS, STALE_PROJECTION or
+    DURABILITY_NOT_REACHED) -> TOOL_BUDGET_EXHAUSTED -> RUN_BYTES_EXHAUSTED. A
+    duplicate therefore never consumes budget. On success the run's counters grow by
+    one call and the request's UTF-8 bytes; the returned :class:`Admission` lists
+    every effect.
     """
-    now_ms = request.now_ms
     live = existing if phase_of(existing, now_ms) is not Phase.ABSENT else None
     if (
         live is not None
@@ -96,7 +150,7 @@ def admit(
     if now_ms >= run.deadline_ms:
         return ErrorCode.RUN_DEADLINE_EXCEEDED
     if live is not None:
-        return ErrorCode.DUPLICATE_TOOL_CALL
+        return duplicate_code(live)
     if run.tool_calls_used + 1 > run.tool_call_budget:
         return ErrorCode.TOOL_BUDGET_EXHAUSTED
     request_size = utf8_len(request.request_json)
@@ -145,7 +199,7 @@ def check_begin(request: AdmissionRequest, limits: Limits) -> ErrorCode | None:
             invocation_token=request.invocation_token,
             sequence=1,
             ttl_ms=1,
-            now_ms=request.now_ms,
+            now_ms=0,
         ),
         limits,
     )

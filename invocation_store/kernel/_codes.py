@@ -34,8 +34,10 @@ class ErrorCode(enum.StrEnum):
     RUN_INACTIVE = "RUN_INACTIVE"
     #: The run's deadline has passed (CIS-RUN-4).
     RUN_DEADLINE_EXCEEDED = "RUN_DEADLINE_EXCEEDED"
-    #: A record with this run id and tool_call_id already exists (CIS-ID-5).
+    #: A record with this run id and tool_call_id already exists and its tool ran (CIS-ID-5).
     DUPLICATE_TOOL_CALL = "DUPLICATE_TOOL_CALL"
+    #: This run id and tool_call_id were admitted and have not completed; the outcome is unknown (CIS-ID-5).
+    CALL_IN_PROGRESS = "CALL_IN_PROGRESS"
     #: The run's tool-call budget is spent (CIS-RUN-5).
     TOOL_BUDGET_EXHAUSTED = "TOOL_BUDGET_EXHAUSTED"
     #: The run's cumulative byte budget is spent (CIS-RUN-6).
@@ -76,6 +78,7 @@ ERROR_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.RUN_INACTIVE: "The run is not active.",
     ErrorCode.RUN_DEADLINE_EXCEEDED: "The run's deadline has passed.",
     ErrorCode.DUPLICATE_TOOL_CALL: "This tool_call_id was already used in this run.",
+    ErrorCode.CALL_IN_PROGRESS: "This tool call was already admitted and has not finished yet.",
     ErrorCode.TOOL_BUDGET_EXHAUSTED: "The run's tool-call budget is exhausted.",
     ErrorCode.RUN_BYTES_EXHAUSTED: "The run's byte budget is exhausted.",
     ErrorCode.EXECUTION_FAILED: "The tool failed.",
@@ -104,6 +107,7 @@ CODE_REQUIREMENTS: Final[dict[ErrorCode, str]] = {
     ErrorCode.RUN_INACTIVE: "CIS-RUN-3",
     ErrorCode.RUN_DEADLINE_EXCEEDED: "CIS-RUN-4",
     ErrorCode.DUPLICATE_TOOL_CALL: "CIS-ID-5",
+    ErrorCode.CALL_IN_PROGRESS: "CIS-ID-5",
     ErrorCode.TOOL_BUDGET_EXHAUSTED: "CIS-RUN-5",
     ErrorCode.RUN_BYTES_EXHAUSTED: "CIS-RUN-6",
     ErrorCode.EXECUTION_FAILED: "CIS-FAIL-2",

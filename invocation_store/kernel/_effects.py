@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from ._admission import AdmissionRequest, run_usage_after
 from ._codes import ERROR_MESSAGES, ErrorCode
@@ -52,6 +52,7 @@ __all__ = [
     "live",
     "remaining_ms",
     "sweep_candidates",
+    "without_raw",
 ]
 
 
@@ -153,23 +154,35 @@ def decide_completion(
     )
 
 
-def is_own_create(record: CanonicalRecord, request: AdmissionRequest) -> bool:
+def is_own_create(record: CanonicalRecord, request: AdmissionRequest, not_before_ms: int) -> bool:
     """True if ``record`` is exactly the PROJECTING record ``request`` creates (CIS-RETRY-2).
 
     A same-token admission replay is the caller's own retried create only if the
-    record has not moved since: PROJECTING, no raw response, and the token, ids, tool
-    name, request text and creation time all equal the request's.
+    record has not moved since: PROJECTING, no raw response, the token, ids, tool
+    name and request text all equal the request's, and it was created at or after
+    ``not_before_ms`` (integer ms on the store's clock: a reading the caller took
+    before it sent its first attempt, so an earlier call that reused the token is
+    not mistaken for this one). The creation time itself is the store's (CIS-STORE-10).
     """
     return (
-        record.status is InvocationStatus.PROJECTING
+        record.created_at_ms >= not_before_ms
+        and record.status is InvocationStatus.PROJECTING
         and record.raw_response is None
         and record.invocation_token == request.invocation_token
         and record.run_id == request.run_id
         and record.tool_call_id == request.tool_call_id
         and record.tool_name == request.tool_name
         and record.request_json == request.request_json
-        and record.created_at_ms == request.now_ms
     )
+
+
+def without_raw(record: CanonicalRecord) -> CanonicalRecord:
+    """``record`` with ``raw_response`` None: what a read that leaves out raw responses returns (CIS-PROG-5).
+
+    The raw response is harness-only and the largest field; reads for progress and
+    citations never need it. A store that does not read it back returns exactly this.
+    """
+    return record if record.raw_response is None else evolve(record, raw_response=None)
 
 
 def sweep_candidates(

@@ -139,8 +139,8 @@ def preflight(
             tool_name=envelope.tool_name,
             request_json=envelope.arguments,
             invocation_token=invocation_token,
-            now_ms=now_ms,
         ),
         limits,
+        now_ms,
     )
     return result if isinstance(result, ErrorCode) else None

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import codec
-from ..kernel import AdmissionRequest as _AdmissionRequest
 from ..kernel import (
+    DUPLICATE_CODES,
     CanonicalRecord,
     CompareAndSet,
     ErrorCode,
@@ -28,10 +28,12 @@ from ..kernel import (
     admit,
     check_envelope,
     decide_completion,
+    duplicate_code,
     is_safe_id,
     text_bytes,
     transition,
 )
+from ..kernel import AdmissionRequest as _AdmissionRequest
 from ._compare import RecordChecks
 from ._explain import explain_admission, explain_projection, explain_raw
 from ._report import (
@@ -94,7 +96,7 @@ class CallLines(RecordChecks):
         admitted = call.before
         if admitted is None:
             if seen_record is not None:
-                requirement = "CIS-ID-5" if code is ErrorCode.DUPLICATE_TOOL_CALL else "CIS-PRE-1"
+                requirement = "CIS-ID-5" if code in DUPLICATE_CODES else "CIS-PRE-1"
                 return _mismatch(
                     "observed.record", None, seen_record, requirement, "a refused call must create no record"
                 )
@@ -168,16 +170,16 @@ class CallLines(RecordChecks):
                     tool_name=envelope.tool_name,
                     request_json=envelope.arguments,
                     invocation_token=obj["token"] or "",
-                    now_ms=self.now,
                 ),
                 limits,
+                now,
             )
             if isinstance(result, ErrorCode):
                 code = result
                 requirement = "CIS-SIZE-5" if code is ErrorCode.REQUEST_TOO_LARGE else CODE_REQUIREMENTS[code]
             elif result.replayed:
                 # A reused token is a duplicate at the boundary: nothing runs twice (CIS-BND-6).
-                code, requirement = ErrorCode.DUPLICATE_TOOL_CALL, "CIS-BND-6"
+                code, requirement = duplicate_code(result.record), "CIS-BND-6"
             else:
                 admitted = result.record
                 self.runs[context_run_id] = result.run

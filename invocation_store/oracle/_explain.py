@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernel import (
+    DUPLICATE_CODES,
     CanonicalRecord,
     ErrorCode,
     Limits,
@@ -94,7 +95,7 @@ def explain_admission(  # noqa: PLR0917 - one clause per check, the check's inpu
         )
     if focus is ErrorCode.RUN_DEADLINE_EXCEEDED:
         return f"now = {now} {_cmp(now, run.deadline_ms, strict=False)} deadline_ms = {run.deadline_ms}"
-    if focus is ErrorCode.DUPLICATE_TOOL_CALL:
+    if focus in DUPLICATE_CODES:
         live = existing is not None and phase_of(existing, now).value != "ABSENT"
         if not live:
             return "no live record holds the key"

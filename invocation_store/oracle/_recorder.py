@@ -42,6 +42,7 @@ from ..kernel import (
     RunContext,
     RunState,
     ToolCallEnvelope,
+    duplicate_code,
     is_safe_id,
 )
 from ._model import TRACE_FORMAT, TRACE_VERSION
@@ -344,7 +345,7 @@ class RecordingBoundary:
         if isinstance(result, ErrorCode):
             code = result
         elif isinstance(result, Admission):
-            code = ErrorCode.DUPLICATE_TOOL_CALL if result.replayed else None
+            code = duplicate_code(result.record) if result.replayed else None
             if code is None:
                 capture.key = (result.record.run_id, result.record.tool_call_id)
                 record = self._observed_record(*capture.key)
@@ -355,7 +356,8 @@ class RecordingBoundary:
         self._write(
             {
                 "op": "submit",
-                "now_ms": self._stamp(None if request is None else request.now_ms),
+                # An admission happened at the store's time, which its record carries.
+                "now_ms": self._stamp(result.record.created_at_ms if isinstance(result, Admission) else None),
                 "call": capture.number,
                 "context_run_id": capture.context.run_id,
                 "envelope": codec.unstructure(envelope),

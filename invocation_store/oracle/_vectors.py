@@ -691,12 +691,15 @@ def _scenario(faults: frozenset[ErrorCode]) -> dict[str, Any]:
     now = run.deadline_ms if ErrorCode.RUN_DEADLINE_EXCEEDED in faults else _NOW + 1000
     existing = None
     if ErrorCode.DUPLICATE_TOOL_CALL in faults:
+        # A completed call of another invocation: its tool ran, so this is a duplicate.
         earlier = _begin(_NOW, ttl_ms=3_600_000)
         first = transition(
             None, evolve(earlier, invocation_token=earlier.invocation_token + "-first"), _LIMITS
         )
         assert isinstance(first, CanonicalRecord)
-        existing = first
+        failed = transition(first, Failed(code=ErrorCode.EXECUTION_FAILED, now_ms=_NOW + 1), _LIMITS)
+        assert isinstance(failed, CanonicalRecord)
+        existing = failed
     return {
         "limits": limits_view(_LIMITS),
         "context_run_id": _RUN,
@@ -756,9 +759,9 @@ def preflight_outcome(inputs: dict[str, Any]) -> dict[str, Any]:
             tool_name=envelope.tool_name,
             request_json=envelope.arguments,
             invocation_token=token,
-            now_ms=now,
         ),
         limits,
+        now,
     )
     if isinstance(admission, ErrorCode):  # preflight() and admit() disagree: a kernel bug
         raise AssertionError(f"preflight admitted what admit refuses: {admission.value}")

@@ -125,7 +125,9 @@ def own_create_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     """Whether ``record`` is exactly the PROJECTING record ``request`` creates (CIS-RETRY-2)."""
     record = record_from_json(vector["record"])
     assert record is not None
-    return {"own_create": is_own_create(record, AdmissionRequest(**vector["request"]))}
+    return {
+        "own_create": is_own_create(record, AdmissionRequest(**vector["request"]), vector["not_before_ms"])
+    }
 
 
 def sweep_outcome(vector: dict[str, Any]) -> dict[str, Any]:
@@ -351,7 +353,6 @@ def _own_create_vectors() -> list[dict[str, Any]]:
         "tool_name": record.tool_name,
         "request_json": record.request_json,
         "invocation_token": record.invocation_token,
-        "now_ms": record.created_at_ms,
     }
     cases: list[tuple[str, str, CanonicalRecord, dict[str, Any]]] = [
         ("own", "the PROJECTING record this request creates", record, request),
@@ -372,10 +373,29 @@ def _own_create_vectors() -> list[dict[str, Any]]:
         ("other-call", "another tool_call_id", record, {**request, "tool_call_id": "call_2"}),
         ("other-tool", "another tool name", record, {**request, "tool_name": "fetch"}),
         ("other-request", "another request text", record, {**request, "request_json": '{"q":"y"}'}),
-        ("other-time", "another creation time", record, {**request, "now_ms": record.created_at_ms + 1}),
+        (
+            "created-later",
+            "created after not_before_ms: the store stamped it later than the caller's reading",
+            evolve(record, created_at_ms=record.created_at_ms + 1, updated_at_ms=record.created_at_ms + 1),
+            request,
+        ),
+        (
+            "created-earlier",
+            "created before not_before_ms: an earlier call that reused the token",
+            evolve(record, created_at_ms=record.created_at_ms - 1),
+            request,
+        ),
     ]
     return [
-        _vector("own_create", label, ["CIS-RETRY-2"], description, record=record_json(rec), request=req)
+        _vector(
+            "own_create",
+            label,
+            ["CIS-RETRY-2"],
+            description,
+            record=record_json(rec),
+            request=req,
+            not_before_ms=record.created_at_ms,
+        )
         for label, description, rec, req in cases
     ]
 

@@ -439,6 +439,31 @@ def _existing(token: str = "tok-first", *, expires_at_ms: int | None = None) -> 
     return record if expires_at_ms is None else evolve(record, expires_at_ms=expires_at_ms)
 
 
+def _duplicate_fates() -> list[tuple[str, str, CanonicalRecord]]:
+    """ERROR records under the key and what kernel ``duplicate_code`` answers for each (CIS-ID-5)."""
+    cases = []
+    for code, description in (
+        (ErrorCode.STALE_PROJECTION, "a swept record: the call was abandoned, its own code"),
+        (ErrorCode.DURABILITY_NOT_REACHED, "a record the tool never ran for: its own code"),
+        (ErrorCode.EXECUTION_FAILED, "the tool ran and failed: DUPLICATE_TOOL_CALL"),
+    ):
+        event = (
+            SweptStale(now_ms=_NOW + 5, older_than_ms=1)
+            if code is ErrorCode.STALE_PROJECTION
+            else Failed(code=code, now_ms=_NOW + 5)
+        )
+        failed = transition(_existing(), event, _LIMITS)
+        assert isinstance(failed, CanonicalRecord)
+        cases.append(
+            (
+                f"existing/error-{code.value.lower()}",
+                f"ERROR/{code.value} under the key: {description}",
+                failed,
+            )
+        )
+    return cases
+
+
 def _admission_document() -> dict[str, Any]:
     vectors: list[dict[str, Any]] = []
     base = _run()
@@ -523,11 +548,16 @@ def _admission_document() -> dict[str, Any]:
     )
     dup = ["CIS-ID-5", "CIS-RETRY-2"]
     add(
-        "existing/live", "a live record of another invocation: DUPLICATE_TOOL_CALL", dup, existing=_existing()
+        "existing/live",
+        "a live PROJECTING record of another invocation: CALL_IN_PROGRESS (its fate is not known yet)",
+        dup,
+        existing=_existing(),
     )
+    for label, description, failed in _duplicate_fates():
+        add(label, description, dup, existing=failed)
     add(
         "existing/expires-next-ms",
-        "the record expires at now + 1: still live, duplicate",
+        "the record expires at now + 1: still live, duplicate (in progress)",
         [*dup, "CIS-TTL-4"],
         existing=_existing(expires_at_ms=_ADMIT_NOW + 1),
     )

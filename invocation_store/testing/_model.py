@@ -45,6 +45,7 @@ from ..kernel import (
     check_envelope,
     close_run,
     decide_completion,
+    duplicate_code,
     failure_view,
     is_live,
     is_own_create,
@@ -141,10 +142,10 @@ class KernelModel:
         return result
 
     def create(self, request: AdmissionRequest) -> Admission | ErrorCode:
-        """Kernel ``admit`` at ``request.now_ms``; a fresh admission stores run, record and call."""
-        run = self.run(request.run_id, request.now_ms)
-        existing = self.get(request.run_id, request.tool_call_id, request.now_ms)
-        result = admit(run, existing, request, self.limits)
+        """Kernel ``admit`` at the model's clock; a fresh admission stores run, record and call."""
+        run = self.run(request.run_id, self.now)
+        existing = self.get(request.run_id, request.tool_call_id, self.now)
+        result = admit(run, existing, request, self.limits, self.now)
         if isinstance(result, Admission) and not result.replayed:
             self.runs[request.run_id] = result.run
             self.records[(request.run_id, request.tool_call_id)] = result.record
@@ -153,9 +154,9 @@ class KernelModel:
 
     def admission(self, request: AdmissionRequest) -> Admission | ErrorCode:
         """What kernel ``admit`` would decide for ``request`` now, without storing anything."""
-        now = request.now_ms
+        now = self.now
         run = self.run(request.run_id, now)
-        return admit(run, self.get(request.run_id, request.tool_call_id, now), request, self.limits)
+        return admit(run, self.get(request.run_id, request.tool_call_id, now), request, self.limits, now)
 
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
         """Kernel ``decide_completion``; a WRITE applies the effects it returns."""
@@ -251,16 +252,15 @@ def predict_invoke(
         tool_name=policy.name,
         request_json=envelope.arguments,
         invocation_token=token,
-        now_ms=model.now,
     )
     admission = model.create(request)
     if isinstance(admission, ErrorCode):
         return Invocation(result=failure_result(admission, echo), token=True, executed=None, admitted=None)
-    if admission.replayed and not is_own_create(admission.record, request):
+    if admission.replayed and not is_own_create(admission.record, request, model.now):
         # A replay that is not this call's own create, retried: the token factory
         # repeated itself (CIS-BND-6). The model is sequential, so no other call of the
         # boundary can hold the token at the same time.
-        code = ErrorCode.DUPLICATE_TOOL_CALL
+        code = duplicate_code(admission.record)
         return Invocation(result=failure_result(code, echo), token=True, executed=None, admitted=None)
     created = admission.record
     args = _parse(envelope.arguments)

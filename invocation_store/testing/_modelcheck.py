@@ -238,10 +238,9 @@ def _step(scope: Scope, state: State, event: Event) -> State | None:  # noqa: PL
             tool_name="tool",
             request_json=_REQUEST,
             invocation_token=token,
-            now_ms=clock,
         )
         existing = records[key]
-        admitted = K.admit(run, existing, request, limits)
+        admitted = K.admit(run, existing, request, limits, clock)
         _check_admission(existing, request, admitted, clock)
         if isinstance(admitted, K.ErrorCode) or admitted.replayed:
             return None

@@ -106,7 +106,7 @@ class _DuplicateOverwrites(MemoryStore):
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         with self._lock:
             key = (request.run_id, request.tool_call_id)
-            existing = self._record(*key, request.now_ms)
+            existing = self._record(*key, self._clock())
             if existing is not None and existing.invocation_token != request.invocation_token:
                 del self._records[key]
         return super().create(request, limits)
@@ -145,9 +145,10 @@ class _RacyBudget(MemoryStore):
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         with self._lock:
-            run = self._run(request.run_id, request.now_ms)
-            existing = self._record(request.run_id, request.tool_call_id, request.now_ms)
-        result = admit(run, existing, request, limits)
+            now = self._clock()
+            run = self._run(request.run_id, now)
+            existing = self._record(request.run_id, request.tool_call_id, now)
+        result = admit(run, existing, request, limits, now)
         if isinstance(result, Admission) and not result.replayed:
             time.sleep(self.gap_s)
             with self._lock:
@@ -171,7 +172,7 @@ class _DuplicateSpendsBudget(MemoryStore):
         result = super().create(request, limits)
         if result is ErrorCode.DUPLICATE_TOOL_CALL:
             with self._lock:
-                run = self._run(request.run_id, request.now_ms)
+                run = self._run(request.run_id, self._clock())
                 if run is not None:
                     self._runs[request.run_id] = evolve(run, tool_calls_used=run.tool_calls_used + 1)
         return result
@@ -182,8 +183,9 @@ class _DeadlineInclusive(MemoryStore):
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         with self._lock:
-            run = self._run(request.run_id, request.now_ms)
-        if run is not None and request.now_ms == run.deadline_ms:
+            now = self._clock()
+            run = self._run(request.run_id, now)
+        if run is not None and now == run.deadline_ms:
             with self._lock:
                 self._runs[request.run_id] = evolve(run, deadline_ms=run.deadline_ms + 1)
             try:

@@ -32,9 +32,10 @@ class RacyCreateStore(MemoryStore):
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         """Read the run and the key, let the kernel decide, then write: two steps, not one."""
         with self._lock:
-            run = self._run(request.run_id, request.now_ms)
-            existing = self._record(request.run_id, request.tool_call_id, request.now_ms)
-        result = admit(run, existing, request, limits)
+            now = self._clock()
+            run = self._run(request.run_id, now)
+            existing = self._record(request.run_id, request.tool_call_id, now)
+        result = admit(run, existing, request, limits, now)
         if isinstance(result, Admission) and not result.replayed:
             time.sleep(self.gap_s)
             with self._lock:

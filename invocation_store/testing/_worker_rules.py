@@ -57,7 +57,6 @@ class WorkerRules(MachineCore):
             tool_name=TOOL,
             request_json=args,
             invocation_token=f"w{self._workers}",
-            now_ms=self.model.now,
         )
 
     @rule(target=KEYS, context=RUNS, tool_call_id=st.sampled_from(TOOL_CALL_IDS), retried=st.booleans())

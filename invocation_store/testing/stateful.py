@@ -193,7 +193,7 @@ class InvocationMachine(WorkerRules, InvariantChecks):
 
     @rule(key=KEYS, mode=st.sampled_from(("found", "raise")))
     def submit_duplicate(self, key: Key, mode: str) -> None:
-        """CIS-ID-5: the same run and tool_call_id again: DUPLICATE_TOOL_CALL while the first lives."""
+        """CIS-ID-5: the same run and tool_call_id again: refused with the first call's fate."""
         self._begin_step()
         context = RunContext(run_id=key[0])
         self._invoke(context, self._envelope(context, key[1], mode=mode), "invoke duplicate")

@@ -24,7 +24,6 @@ def _forge_and_complete(
         tool_name="t",
         request_json="{}",
         invocation_token="tok",
-        now_ms=clock(),
     )
     admitted = store.create(request, Limits())
     assert isinstance(admitted, Admission)

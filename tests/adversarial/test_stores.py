@@ -27,16 +27,13 @@ from ._support import RUN, envelope, found, run_params
 MakeStore = Callable[[FakeClock], InvocationStore]
 
 
-def _request(
-    clock: FakeClock, tool_call_id: str = "call_1", token: str = "token-1", now_ms: int | None = None
-) -> AdmissionRequest:
+def _request(clock: FakeClock, tool_call_id: str = "call_1", token: str = "token-1") -> AdmissionRequest:
     return AdmissionRequest(
         run_id=RUN,
         tool_call_id=tool_call_id,
         tool_name="t",
         request_json="{}",
         invocation_token=token,
-        now_ms=clock() if now_ms is None else now_ms,
     )
 
 
@@ -70,21 +67,24 @@ def _observe(store: InvocationStore) -> tuple[object, ...]:
     )
 
 
-def test_a_request_from_a_clock_ahead_destroys_nothing(
+def test_a_create_is_decided_at_the_store_clock_in_both_stores(
     redis_store_factory: Callable[[FakeClock], RedisStore], clock: FakeClock
 ) -> None:
-    """CIS-STORE-8, CIS-TTL-4: a create stamped by a worker whose clock runs past the run's
-    end is RUN_INACTIVE in both stores and, as in Redis, leaves the run and its records to
-    every other worker (MemoryStore purges them on that foreign timestamp)."""
+    """CIS-STORE-8, CIS-STORE-10, CIS-TTL-4: a create carries no time of its own; both stores decide
+    it at their clock: while the run lives a second invocation is CALL_IN_PROGRESS, once the store
+    clock passes the run's end it is RUN_INACTIVE, and both stores then show the same state."""
     observed = []
+    start = clock()
     for store in (MemoryStore(clock), redis_store_factory(clock)):
+        clock.now = start
         run = store.open_run(RUN, **run_params(clock()))
         assert not isinstance(run, ErrorCode)
         assert isinstance(store.create(_request(clock), Limits()), Admission)
-        skewed = _request(clock, token="token-2", now_ms=run.expires_at_ms + 1)
-        assert store.create(skewed, Limits()) is ErrorCode.RUN_INACTIVE
+        assert store.create(_request(clock, token="token-2"), Limits()) is ErrorCode.CALL_IN_PROGRESS
+        clock.now = run.expires_at_ms
+        assert store.create(_request(clock, token="token-3"), Limits()) is ErrorCode.RUN_INACTIVE
         observed.append(_observe(store))
-    assert observed[0] == observed[1]
+    assert observed[0] == observed[1] == (None, None, ())
 
 
 def test_reopening_with_the_same_parameters_later_is_a_no_op(make_store: MakeStore, clock: FakeClock) -> None:

@@ -255,7 +255,7 @@ def test_async_duplicates_and_parallel_calls(make_async_store: Any, clock: FakeC
     async def scenario(boundary: AsyncToolBoundary, context: RunContext, store: Any) -> None:
         same = await asyncio.gather(*(boundary.invoke(context, envelope()) for _ in range(6)))
         assert sum(r.ok for r in same) == 1
-        assert [r.code for r in same if not r.ok] == [ErrorCode.DUPLICATE_TOOL_CALL] * 5
+        assert [r.code for r in same if not r.ok] == [ErrorCode.CALL_IN_PROGRESS] * 5
         first = await store.get(RUN, "call_1")
         spread = await asyncio.gather(
             *(boundary.invoke(context, envelope(f"call_{i}")) for i in range(2, 10))

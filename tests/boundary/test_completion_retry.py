@@ -94,7 +94,7 @@ def test_a_completion_that_keeps_failing_is_held_and_the_retried_call_gets_its_r
     again = boundary.invoke(context, envelope("call_1"))
     assert again.code is ErrorCode.STORE_UNAVAILABLE
     other = boundary.invoke(context, envelope("call_1", arguments='{"q":"other"}'))  # not a retry
-    assert other.code is ErrorCode.DUPLICATE_TOOL_CALL
+    assert other.code is ErrorCode.CALL_IN_PROGRESS  # the stored record is still PROJECTING
     store.down = False
     answered = boundary.invoke(context, envelope("call_1"))
     assert answered.ok, answered

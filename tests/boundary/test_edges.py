@@ -118,7 +118,7 @@ def test_a_repeated_token_held_by_a_call_in_flight_is_a_duplicate(store: Any) ->
     finally:
         executor.release.set()
         worker.join(10)
-    assert second.code is ErrorCode.DUPLICATE_TOOL_CALL
+    assert second.code is ErrorCode.CALL_IN_PROGRESS  # the first call's fate: still running
     assert first[0].ok
     assert len(executor.calls) == 1
 
@@ -136,11 +136,10 @@ def test_a_repeated_token_over_an_interrupted_record_is_a_duplicate(store: Any, 
         tool_name="search",
         request_json='{"q":"disk"}',
         invocation_token="same-token",
-        now_ms=clock.now,
     )
     assert isinstance(store.create(crashed, Limits()), Admission)
     clock.advance(1)
-    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.DUPLICATE_TOOL_CALL
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.CALL_IN_PROGRESS
     assert executor.calls == []
     assert store.get(RUN, "call_1").status is InvocationStatus.PROJECTING
 

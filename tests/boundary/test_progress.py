@@ -71,7 +71,6 @@ def crashed_worker(store: Any, tool_call_id: str, clock: FakeClock) -> None:
             tool_name="search",
             request_json="{}",
             invocation_token=f"tok-{tool_call_id}",
-            now_ms=clock.now,
         ),
         Limits(),
     )

@@ -98,7 +98,6 @@ def request(tool_call_id: str, token: str, run_id: str = RUN, now_ms: int = T0) 
         tool_name="search",
         request_json='{"q":1}',
         invocation_token=token,
-        now_ms=now_ms,
     )
 
 
@@ -113,7 +112,7 @@ def create_args(req: AdmissionRequest) -> dict[str, Any]:
 
 
 def admitted(run: RunState, req: AdmissionRequest, existing: CanonicalRecord | None = None) -> Admission:
-    result = admit(run, existing, req, LIMITS)
+    result = admit(run, existing, req, LIMITS, T0)
     assert isinstance(result, Admission)
     return result
 

@@ -32,7 +32,7 @@ def test_sequential_history_is_linearizable() -> None:
     first = request("call_1", "t1")
     adm = admitted(opened(), first)
     b.call(1, "create", adm, **create_args(first))
-    b.call(2, "create", ErrorCode.DUPLICATE_TOOL_CALL, **create_args(request("call_1", "t2")))
+    b.call(2, "create", ErrorCode.CALL_IN_PROGRESS, **create_args(request("call_1", "t2")))
     b.call(2, "get", adm.record, run_id="run-1", tool_call_id="call_1")
     b.call(3, "calls", ("call_1",), run_id="run-1")
     b.call(3, "get_run", adm.run, run_id="run-1")
@@ -54,10 +54,10 @@ def test_duplicate_both_callers_saw_succeed_is_not_linearizable() -> None:
     assert (violation.requirement, violation.rule, violation.run_id) == ("CIS-HIST-2", "CIS-ID-5", "run-1")
     assert sorted(op.op_id for op in violation.window) == [a, c]
     assert violation.orders_total == 2
-    assert all("DUPLICATE_TOOL_CALL" in order.reason for order in violation.orders)
+    assert all("CALL_IN_PROGRESS" in order.reason for order in violation.orders)
     text = violation.render()
     assert "not linearizable [CIS-HIST-2, CIS-ID-5]" in text
-    assert f"op {a}, op {c}: op {c} create: the kernel returns DUPLICATE_TOOL_CALL" in text
+    assert f"op {a}, op {c}: op {c} create: the kernel returns CALL_IN_PROGRESS" in text
 
 
 def test_concurrent_duplicate_with_one_winner_is_linearizable() -> None:
@@ -66,7 +66,7 @@ def test_concurrent_duplicate_with_one_winner_is_linearizable() -> None:
     r1, r2 = request("call_1", "t1"), request("call_1", "t2")
     a = b.invoke(1, "create", **create_args(r1))
     c = b.invoke(2, "create", **create_args(r2))
-    b.ok(a, ErrorCode.DUPLICATE_TOOL_CALL)  # the later invocation won
+    b.ok(a, ErrorCode.CALL_IN_PROGRESS)  # the later invocation won
     b.ok(c, admitted(opened(), r2))
     assert b.check().violation is None
 
@@ -175,7 +175,7 @@ def test_retried_create_is_a_replay() -> None:
     # A replay answered DUPLICATE is not what the kernel says.
     b = _opened_builder()
     b.call(1, "create", adm, **create_args(req))
-    b.call(1, "create", ErrorCode.DUPLICATE_TOOL_CALL, **create_args(req))
+    b.call(1, "create", ErrorCode.CALL_IN_PROGRESS, **create_args(req))
     violation = b.check().violation
     assert violation is not None
     assert violation.rule == "CIS-ID-5"
@@ -320,7 +320,7 @@ def test_a_retried_create_may_answer_after_other_operations_took_effect() -> Non
     b.call(3, "get", adm.record, run_id="run-1", tool_call_id="call_2")
     b.call(4, "complete", swept, before=adm.record, after=swept)
     b.call(5, "create", other_adm, **create_args(other))
-    b.call(6, "create", ErrorCode.DUPLICATE_TOOL_CALL, **create_args(request("call_2", "t9")))
+    b.call(6, "create", ErrorCode.STALE_PROJECTION, **create_args(request("call_2", "t9")))
     b.ok(c, replay)  # the retry finds its own record, swept
     assert b.check().violation is None
     # The earlier attempt comes after the invocation: a sweep that returned before it cannot

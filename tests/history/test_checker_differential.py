@@ -54,7 +54,6 @@ def histories(draw: st.DrawFn) -> list[HistoryOp]:
                 tool_name="t",
                 request_json="{}",
                 invocation_token=f"t{index}",
-                now_ms=T0,
             )
             ops.append(_op(index, "create", (request, LIMITS)))
         elif kind == "get":

@@ -34,7 +34,7 @@ def _duplicate_history(both_admitted: bool) -> Builder:
     a = b.invoke(1, "create", **create_args(r1))
     c = b.invoke(2, "create", **create_args(r2))
     b.ok(a, admitted(opened(), r1))
-    b.ok(c, admitted(opened(), r2) if both_admitted else ErrorCode.DUPLICATE_TOOL_CALL)
+    b.ok(c, admitted(opened(), r2) if both_admitted else ErrorCode.CALL_IN_PROGRESS)
     return b
 
 
@@ -73,7 +73,7 @@ def test_not_linearizable_exits_1_with_window(capsys: pytest.CaptureFixture[str]
     assert verdict["status"] == "not_linearizable"
     assert (verdict["requirement"], verdict["rule"], verdict["run_id"]) == ("CIS-HIST-2", "CIS-ID-5", "run-1")
     assert [op["id"] for op in verdict["window"]] == [1, 2]
-    assert {order["expected"] for order in verdict["orders"]} == {"DUPLICATE_TOOL_CALL"}
+    assert {order["expected"] for order in verdict["orders"]} == {"CALL_IN_PROGRESS"}
 
 
 def _lines(b: Builder) -> list[dict[str, Any]]:

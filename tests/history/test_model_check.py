@@ -34,10 +34,12 @@ def test_every_reachable_state_keeps_the_invariants() -> None:
 def _overspending_admit(original):  # type: ignore[no-untyped-def]
     """admit with the budget check off by one: a run of budget n admits n + 1 calls."""
 
-    def admit(run, existing, request, limits):  # type: ignore[no-untyped-def]
+    def admit(run, existing, request, limits, now_ms):  # type: ignore[no-untyped-def]
         if run is None:
-            return original(run, existing, request, limits)
-        result = original(evolve(run, tool_call_budget=run.tool_call_budget + 1), existing, request, limits)
+            return original(run, existing, request, limits, now_ms)
+        result = original(
+            evolve(run, tool_call_budget=run.tool_call_budget + 1), existing, request, limits, now_ms
+        )
         if isinstance(result, kernel.Admission):
             result = evolve(result, run=evolve(result.run, tool_call_budget=run.tool_call_budget))
         return result
@@ -61,8 +63,8 @@ def test_planted_duplicate_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> No
     key (invariant 5); the budget must allow two calls, so the shortest run has budget 2."""
     original = kernel.admit
 
-    def admit(run, existing, request, limits):  # type: ignore[no-untyped-def]
-        return original(run, None, request, limits)
+    def admit(run, existing, request, limits, now_ms):  # type: ignore[no-untyped-def]
+        return original(run, None, request, limits, now_ms)
 
     monkeypatch.setattr(kernel, "admit", admit)
     found = model_check(SMALL).counterexample

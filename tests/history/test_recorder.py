@@ -37,7 +37,6 @@ def test_recorder_writes_invoke_then_completion_and_unknown_on_failure(tmp_path:
         tool_name="t",
         request_json="{}",
         invocation_token="k",
-        now_ms=clock.now,
     )
     store.create(request, Limits())
     with pytest.raises(StoreUnavailableError):

@@ -85,7 +85,6 @@ def request(
     run_id: str = RUN_ID,
     request_json: str = ARGS,
     token: str = "tok-1",
-    now_ms: int = T0,
     tool_name: str = TOOL,
 ) -> AdmissionRequest:
     """An admission request with test defaults."""
@@ -95,7 +94,6 @@ def request(
         tool_name=tool_name,
         request_json=request_json,
         invocation_token=token,
-        now_ms=now_ms,
     )
 
 
@@ -117,10 +115,9 @@ def admitted(
         run_id=run_id,
         request_json=request_json,
         token=token,
-        now_ms=now_ms,
         tool_name=tool_name,
     )
-    result = admit(run, None, req, limits if limits is not None else default_limits())
+    result = admit(run, None, req, limits if limits is not None else default_limits(), now_ms)
     assert isinstance(result, Admission), result
     return result
 

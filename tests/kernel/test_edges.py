@@ -145,4 +145,4 @@ def test_preflight_without_a_token_never_replays() -> None:
             existing=existing,
             now_ms=T0 + 1,
         )
-        assert code is ErrorCode.DUPLICATE_TOOL_CALL, token
+        assert code is ErrorCode.CALL_IN_PROGRESS, token

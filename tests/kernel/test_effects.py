@@ -158,21 +158,25 @@ def test_replay_and_refusals() -> None:
 
 
 def test_is_own_create_compares_every_field() -> None:
-    """CIS-RETRY-2: only the untouched PROJECTING record of this very request is its own create."""
+    """CIS-RETRY-2: only the untouched PROJECTING record of this very request, created no earlier
+    than the caller's reading before it sent the create, is its own create."""
     req = request()
     record = admitted().record
-    assert is_own_create(record, req) is True
+    assert is_own_create(record, req, T0) is True
     for changed in (
         attrs.evolve(req, invocation_token="tok-2"),
         attrs.evolve(req, run_id="run-2"),
         attrs.evolve(req, tool_call_id="call_2"),
         attrs.evolve(req, tool_name="other"),
         attrs.evolve(req, request_json='{"q": "x"}'),
-        attrs.evolve(req, now_ms=T0 + 1),
     ):
-        assert is_own_create(record, changed) is False
-    assert is_own_create(with_raw(record), req) is False
-    assert is_own_create(ready(record), req) is False
+        assert is_own_create(record, changed, T0) is False
+    # The creation time is the store's: later than the caller's reading is still this request's,
+    # earlier is a call before this one that reused the token.
+    assert is_own_create(record, req, T0 - 1) is True
+    assert is_own_create(record, req, T0 + 1) is False
+    assert is_own_create(with_raw(record), req, T0) is False
+    assert is_own_create(ready(record), req, T0) is False
 
 
 def test_sweep_candidates_are_live_projecting_records_of_the_run() -> None:
@@ -243,7 +247,7 @@ def test_check_begin_is_the_run_independent_part_of_admission() -> None:
     big = Limits(record_bytes=len(RUN_ID) + len("call_1") + len(TOOL) + len(ARGS))
     assert check_begin(request(), big) is None
     assert check_begin(request(), Limits(record_bytes=big.record_bytes - 1)) is ErrorCode.REQUEST_TOO_LARGE
-    assert admit(make_run(), None, request(), Limits(record_bytes=big.record_bytes - 1)) is (
+    assert admit(make_run(), None, request(), Limits(record_bytes=big.record_bytes - 1), T0) is (
         ErrorCode.REQUEST_TOO_LARGE
     )
 

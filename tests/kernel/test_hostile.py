@@ -382,7 +382,7 @@ def test_run_state_decoded_from_json_stays_active() -> None:
     """CIS-CODEC-1, CIS-RUN-1: an ACTIVE run read back from JSON admits calls (not RUN_INACTIVE)."""
     decoded = codec.run_state_from_obj(json.loads(codec.dumps(make_run())))
     assert decoded.status is RunStatus.ACTIVE
-    assert isinstance(admit(decoded, None, request(), default_limits()), Admission)
+    assert isinstance(admit(decoded, None, request(), default_limits(), T0), Admission)
 
 
 @pytest.mark.parametrize("field", ["status", "evidence_status", "error_code"])

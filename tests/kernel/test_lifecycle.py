@@ -353,7 +353,7 @@ def test_whole_record_limit_at_creation_and_completion() -> None:
     assert base == len(RUN_ID) + len("call_1") + len(TOOL) + len(ARGS)
     tight = Limits(record_bytes=base - 1)
     run = make_run()
-    assert admit(run, None, request(), tight) is ErrorCode.REQUEST_TOO_LARGE
+    assert admit(run, None, request(), tight, T0) is ErrorCode.REQUEST_TOO_LARGE
     exact = Limits(record_bytes=base + 3)
     raw_ok = step(record, RawReceived(raw_response="abc", now_ms=T0 + 5), exact)
     assert raw_ok.raw_response == "abc"

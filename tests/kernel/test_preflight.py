@@ -15,6 +15,7 @@ from invocation_store.kernel import (
     MAX_ID_LENGTH,
     Admission,
     ErrorCode,
+    InvocationStatus,
     Limits,
     ToolCallEnvelope,
     ToolPolicy,
@@ -219,7 +220,7 @@ def test_preflight_passes_then_admit_creates() -> None:
         )
         is None
     )
-    assert isinstance(admit(run, None, request(), default_limits()), Admission)
+    assert isinstance(admit(run, None, request(), default_limits(), T0), Admission)
 
 
 def test_preflight_run_checks_follow_envelope_checks() -> None:
@@ -258,7 +259,11 @@ def test_preflight_run_checks_follow_envelope_checks() -> None:
         now_ms=T0,
         invocation_token="x",
     )
-    assert dup is ErrorCode.DUPLICATE_TOOL_CALL
+    assert dup is (
+        ErrorCode.CALL_IN_PROGRESS
+        if existing.status is InvocationStatus.PROJECTING
+        else ErrorCode.DUPLICATE_TOOL_CALL
+    )
     assert preflight(
         default_context(), envelope(), default_policy(), default_limits(), run=spent, existing=None, now_ms=T0
     ) is (ErrorCode.TOOL_BUDGET_EXHAUSTED)

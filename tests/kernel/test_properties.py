@@ -47,6 +47,7 @@ from invocation_store.kernel import (
     check_arguments,
     check_envelope,
     close_run,
+    duplicate_code,
     phase_of,
     preflight,
     record_bytes,
@@ -271,7 +272,8 @@ def test_earliest_of_any_failing_subset_wins(faults: frozenset[ErrorCode], data:
         ended = {"cancel": cancel_run, "close": close_run}[how](run, T0) if how != "unknown" else None
         assert ended is None or isinstance(ended, RunState)
         run_snapshot = ended
-    existing = begun("call_1", token="tok-first") if ErrorCode.DUPLICATE_TOOL_CALL in faults else None
+    # A duplicate whose tool ran (READY): the answer is DUPLICATE_TOOL_CALL (CIS-ID-5).
+    existing = ready(begun("call_1", token="tok-first")) if ErrorCode.DUPLICATE_TOOL_CALL in faults else None
 
     envelope = ToolCallEnvelope(
         run_id=run_id,
@@ -318,7 +320,7 @@ def test_request_limit_at_the_edges(char: str, limit: int, delta: int) -> None:
     code = check_envelope(default_context(), envelope, default_policy(), limits)
     if delta <= 0:
         assert code is None
-        admission = admit(make_run(), None, request(request_json=arguments), limits)
+        admission = admit(make_run(), None, request(request_json=arguments), limits, T0)
         assert isinstance(admission, Admission)
         assert admission.record.request_json == arguments
     else:
@@ -375,7 +377,7 @@ def test_record_limit_at_the_edges(char: str, extra: int, delta: int, stage: str
         assume(arguments is not None)
         assert arguments is not None
         limits = Limits(record_bytes=limit)
-        outcome = admit(make_run(), None, request(request_json=arguments), limits)
+        outcome = admit(make_run(), None, request(request_json=arguments), limits, T0)
         if delta <= 0:
             assert isinstance(outcome, Admission)
             assert outcome.record.request_json == arguments
@@ -518,12 +520,12 @@ def test_admission_never_exceeds_budgets(
             tool_name=TOOL,
             request_json=args,
             invocation_token=f"tok-{index}",
-            now_ms=T0 + index,
         )
-        outcome = admit(run, stored.get(tool_call_id), req, Limits())
+        outcome = admit(run, stored.get(tool_call_id), req, Limits(), T0 + index)
         if isinstance(outcome, ErrorCode):
             if tool_call_id in stored:
-                assert outcome is ErrorCode.DUPLICATE_TOOL_CALL
+                assert outcome is duplicate_code(stored[tool_call_id])
+                assert outcome in (ErrorCode.DUPLICATE_TOOL_CALL, ErrorCode.CALL_IN_PROGRESS)
             else:
                 assert outcome in (ErrorCode.TOOL_BUDGET_EXHAUSTED, ErrorCode.RUN_BYTES_EXHAUSTED)
             continue

@@ -18,10 +18,12 @@ from invocation_store.kernel import (
     ErrorCode,
     RunState,
     RunStatus,
+    SweptStale,
     admit,
     cancel_run,
     close_run,
     decide_complete,
+    duplicate_code,
     open_run,
     record_bytes,
     run_usage_after,
@@ -40,6 +42,7 @@ from ._helpers import (
     make_run,
     ready,
     request,
+    step,
     with_raw,
 )
 
@@ -127,16 +130,16 @@ def test_retried_open_is_a_no_op() -> None:
 def test_inactive_runs_reject_calls(run_factory: object) -> None:
     """CIS-RUN-3, CIS-PRE-1: unknown, cancelled, closed or expired runs give RUN_INACTIVE and no record."""
     run = run_factory()  # type: ignore[operator]
-    result = admit(run, None, request(now_ms=T0 + 5), default_limits())
+    result = admit(run, None, request(), default_limits(), T0 + 5)
     assert result is ErrorCode.RUN_INACTIVE
 
 
 def test_deadline_is_enforced_at_and_after_it() -> None:
     """CIS-RUN-4: a call at or after the deadline is RUN_DEADLINE_EXCEEDED; one ms before is admitted."""
     run = make_run(deadline_ms=T0 + 100)
-    assert isinstance(admit(run, None, request(now_ms=T0 + 99), default_limits()), Admission)
-    assert admit(run, None, request(now_ms=T0 + 100), default_limits()) is ErrorCode.RUN_DEADLINE_EXCEEDED
-    assert admit(run, None, request(now_ms=T0 + 101), default_limits()) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert isinstance(admit(run, None, request(), default_limits(), T0 + 99), Admission)
+    assert admit(run, None, request(), default_limits(), T0 + 100) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert admit(run, None, request(), default_limits(), T0 + 101) is ErrorCode.RUN_DEADLINE_EXCEEDED
 
 
 def test_tool_call_budget_cannot_be_overspent() -> None:
@@ -144,14 +147,15 @@ def test_tool_call_budget_cannot_be_overspent() -> None:
     run = make_run(tool_call_budget=3)
     sequences = []
     for index in range(3):
-        admission = admit(run, None, request(f"call_{index}", token=f"t{index}"), default_limits())
+        admission = admit(run, None, request(f"call_{index}", token=f"t{index}"), default_limits(), T0)
         assert isinstance(admission, Admission)
         sequences.append(admission.record.sequence)
         run = admission.run
     assert sequences == [1, 2, 3]
     assert run.tool_calls_used == 3
     assert (
-        admit(run, None, request("call_x", token="tx"), default_limits()) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+        admit(run, None, request("call_x", token="tx"), default_limits(), T0)
+        is ErrorCode.TOOL_BUDGET_EXHAUSTED
     )
 
 
@@ -161,13 +165,13 @@ def test_run_byte_budget_reserves_requests_and_charges_completions() -> None:
     size = utf8_len(args)
     assert size == 10
     run = make_run(byte_budget=2 * size)
-    first = admit(run, None, request("call_a", request_json=args, token="ta"), default_limits())
+    first = admit(run, None, request("call_a", request_json=args, token="ta"), default_limits(), T0)
     assert isinstance(first, Admission)
     assert first.run.bytes_used == size
-    second = admit(first.run, None, request("call_b", request_json=args, token="tb"), default_limits())
+    second = admit(first.run, None, request("call_b", request_json=args, token="tb"), default_limits(), T0)
     assert isinstance(second, Admission)
     assert second.run.bytes_used == 2 * size  # exactly at the budget is allowed
-    third = admit(second.run, None, request("call_c", request_json="{}", token="tc"), default_limits())
+    third = admit(second.run, None, request("call_c", request_json="{}", token="tc"), default_limits(), T0)
     assert third is ErrorCode.RUN_BYTES_EXHAUSTED
     # A completion charges what it stored; a shrinking one charges nothing.
     before = first.record
@@ -183,27 +187,37 @@ def test_admission_order_inactive_deadline_duplicate_budgets() -> None:
     spent = attrs.evolve(make_run(tool_call_budget=1, byte_budget=1), tool_calls_used=1, bytes_used=1)
     late = attrs.evolve(spent, deadline_ms=T0)
     ended = attrs.evolve(late, status=RunStatus.CANCELLED)
-    req = request("call_1", token="tok-second", now_ms=T0 + 1)
-    assert admit(ended, existing, req, default_limits()) is ErrorCode.RUN_INACTIVE
-    assert admit(late, existing, req, default_limits()) is ErrorCode.RUN_DEADLINE_EXCEEDED
-    assert admit(spent, existing, req, default_limits()) is ErrorCode.DUPLICATE_TOOL_CALL
-    assert admit(spent, None, req, default_limits()) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    req = request("call_1", token="tok-second")
+    now = T0 + 1
+    assert admit(ended, existing, req, default_limits(), now) is ErrorCode.RUN_INACTIVE
+    assert admit(late, existing, req, default_limits(), now) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert admit(spent, existing, req, default_limits(), now) is ErrorCode.CALL_IN_PROGRESS
+    assert admit(spent, None, req, default_limits(), now) is ErrorCode.TOOL_BUDGET_EXHAUSTED
     bytes_only = attrs.evolve(spent, tool_call_budget=2)
-    assert admit(bytes_only, None, req, default_limits()) is ErrorCode.RUN_BYTES_EXHAUSTED
+    assert admit(bytes_only, None, req, default_limits(), now) is ErrorCode.RUN_BYTES_EXHAUSTED
 
 
 # -- duplicates and retries ------------------------------------------------------------
 
 
 def test_duplicate_is_refused_without_harm() -> None:
-    """CIS-ID-5: a second invocation with the same key is DUPLICATE_TOOL_CALL; first record and run intact."""
+    """CIS-ID-5: a second invocation with the same key is refused with the first call's fate;
+    first record and run intact."""
     first = admitted("call_dup", token="tok-a")
     snapshot = attrs.evolve(first.record)
-    for existing in (first.record, with_raw(first.record), ready(first.record), errored(first.record)):
-        result = admit(
-            first.run, existing, request("call_dup", token="tok-b", now_ms=T0 + 1), default_limits()
-        )
-        assert result is ErrorCode.DUPLICATE_TOOL_CALL
+    fates = {
+        first.record: ErrorCode.CALL_IN_PROGRESS,
+        with_raw(first.record): ErrorCode.CALL_IN_PROGRESS,
+        ready(first.record): ErrorCode.DUPLICATE_TOOL_CALL,
+        errored(first.record): ErrorCode.DUPLICATE_TOOL_CALL,
+        errored(first.record, ErrorCode.EXECUTION_TIMEOUT): ErrorCode.DUPLICATE_TOOL_CALL,
+        errored(first.record, ErrorCode.DURABILITY_NOT_REACHED): ErrorCode.DURABILITY_NOT_REACHED,
+        step(first.record, SweptStale(now_ms=T0 + 30, older_than_ms=1)): ErrorCode.STALE_PROJECTION,
+    }
+    for existing, fate in fates.items():
+        result = admit(first.run, existing, request("call_dup", token="tok-b"), default_limits(), T0 + 1)
+        assert result is fate, existing
+        assert duplicate_code(existing) is fate
     assert first.record == snapshot
     assert first.run.tool_calls_used == 1
 
@@ -211,23 +225,22 @@ def test_duplicate_is_refused_without_harm() -> None:
 def test_retried_create_is_recognised_as_itself() -> None:
     """CIS-RETRY-2: the same token on a live record replays it: same record, run unchanged, nothing new."""
     first = admitted("call_r", token="tok-same")
-    replay = admit(
-        first.run, first.record, request("call_r", token="tok-same", now_ms=T0 + 3), default_limits()
-    )
+    replay = admit(first.run, first.record, request("call_r", token="tok-same"), default_limits(), T0 + 3)
     assert isinstance(replay, Admission)
     assert replay.replayed is True
     assert replay.record is first.record
     assert replay.run is first.run
     # An empty token never matches: a token-less retry is a duplicate.
     blank = admitted("call_b", token="")
-    again = admit(blank.run, blank.record, request("call_b", token="", now_ms=T0 + 3), default_limits())
-    assert again is ErrorCode.DUPLICATE_TOOL_CALL
+    again = admit(blank.run, blank.record, request("call_b", token=""), default_limits(), T0 + 3)
+    assert again is ErrorCode.CALL_IN_PROGRESS
     # After expiry the old record is gone: the key is free again, nothing replayed.
     late = admit(
         first.run,
         first.record,
-        request("call_r", token="tok-same", now_ms=first.record.expires_at_ms),
+        request("call_r", token="tok-same"),
         default_limits(),
+        first.record.expires_at_ms,
     )
     assert isinstance(late, Admission)
     assert late.replayed is False
@@ -266,7 +279,7 @@ def test_failed_admission_never_creates_a_record() -> None:
     """CIS-ID-6, CIS-PRE-1: admit with an unsafe or missing id answers a code and consumes no budget."""
     run = make_run()
     for bad in ("", " ", "call 1", "a" * 129, "\u00e9"):
-        result = admit(run, None, request(bad), default_limits())
+        result = admit(run, None, request(bad), default_limits(), T0)
         assert result in (ErrorCode.MISSING_TOOL_CALL_ID, ErrorCode.UNSAFE_TOOL_CALL_ID)
         assert not isinstance(result, Admission)
     assert run.tool_calls_used == 0

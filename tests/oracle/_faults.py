@@ -70,8 +70,9 @@ class DuplicateAcceptingStore(MemoryStore):
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         with self._lock:
-            run = self._run(request.run_id, request.now_ms)
-            result = admit(run, None, request, limits)
+            now = self._clock()
+            run = self._run(request.run_id, now)
+            result = admit(run, None, request, limits, now)
             if isinstance(result, Admission):
                 self._runs[request.run_id] = result.run
                 self._records[(request.run_id, request.tool_call_id)] = result.record

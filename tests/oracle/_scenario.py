@@ -88,6 +88,8 @@ def registry(hooks: Hooks) -> ToolRegistry:
     def swept_meanwhile(arguments: dict[str, Any]) -> str:
         assert hooks.boundary is not None
         assert hooks.context is not None
+        # The same call re-sent while this one runs: CALL_IN_PROGRESS (CIS-ID-5).
+        hooks.boundary.invoke(hooks.context, envelope("search", "call_swept"))
         hooks.clock.advance(1_000)
         hooks.boundary.sweep_stale(hooks.context, 500)
         return "too late"
@@ -212,6 +214,7 @@ def record_scenario(store: InvocationStore, clock: FakeClock) -> str:
     boundary.project_progress(context)
 
     invoke(envelope("sweeper", "call_swept"))
+    invoke(envelope("search", "call_swept"))  # re-sent after the sweep: STALE_PROJECTION, its fate
     invoke(envelope("aging", "call_aged"))
     boundary.read(RUN, "call_swept")
     boundary.sweep_stale(context, 0)

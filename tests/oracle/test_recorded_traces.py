@@ -32,7 +32,6 @@ def test_recorded_trace_of_each_store_conforms(make_store: MakeStore, clock: Fak
 NOT_RECORDED = {
     ErrorCode.STORE_UNAVAILABLE: "the scenario runs on the memory store, which never fails",
     ErrorCode.DURABILITY_NOT_REACHED: "only a Redis store in a durability mode refuses with it",
-    ErrorCode.STALE_PROJECTION: "a sweep's code, recorded on sweep lines, not result lines",
     ErrorCode.NOT_STALE: "a sweep's no-op on a young record, never a result",
 }
 

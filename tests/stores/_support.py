@@ -248,7 +248,6 @@ def open_default_run(
 
 
 def request(
-    now_ms: int,
     tool_call_id: str = "call_1",
     *,
     run_id: str = RUN,
@@ -263,7 +262,6 @@ def request(
         tool_name=tool_name,
         request_json=arguments,
         invocation_token=invocation_token if invocation_token is not None else token(),
-        now_ms=now_ms,
     )
 
 

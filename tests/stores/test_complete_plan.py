@@ -40,9 +40,8 @@ def _begun() -> CanonicalRecord:
         tool_name="search",
         request_json="{}",
         invocation_token="tok-1",
-        now_ms=T0,
     )
-    admission = admit(run, None, request, Limits())
+    admission = admit(run, None, request, Limits(), T0)
     assert isinstance(admission, Admission)
     return admission.record
 

@@ -31,7 +31,6 @@ def test_forwarding_store_forwards_every_operation() -> None:
         tool_name="t",
         request_json="{}",
         invocation_token="t1",
-        now_ms=clock(),
     )
     admission = store.create(request, Limits())
     assert inner.get("run-1", "call_1") == store.get("run-1", "call_1") == admission.record  # type: ignore[union-attr]

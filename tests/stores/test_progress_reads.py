@@ -32,11 +32,11 @@ def _fill(store: Any, clock: FakeClock) -> list[str]:
     """READY (found, no evidence), ERROR, PROJECTING records, one expired, with large requests."""
     open_default_run(store, clock(), tool_call_budget=20)
     big = '{"q": "' + "x" * 4_000 + '"}'
-    first = admitted(store, request(clock(), "old_1", arguments=big))
+    first = admitted(store, request("old_1", arguments=big))
     assert store.complete(first, ready(first, clock())) is not None
     clock.advance(TTL_MS - 5)  # old_1 expires 5 ms from now
     for tcid, kind in (("ok_1", "found"), ("ok_2", "none"), ("err_1", "error"), ("proj_1", "projecting")):
-        record = admitted(store, request(clock(), tcid, arguments=big))
+        record = admitted(store, request(tcid, arguments=big))
         if kind == "found":
             store.complete(record, ready(record, clock(), raw="r" * 8_000))
         elif kind == "none":
@@ -111,7 +111,7 @@ def test_redis_progress_views_of_foreign_or_corrupt_records_are_refused(
     """CIS-STORE-6, CIS-PERF-3: another run's record, a partial or an ill-formed one is STORE_UNAVAILABLE."""
     store = redis_store_factory(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     store.complete(record, ready(record, clock()))
     key = record_key(store.prefix, RUN, "call_1")
     with redis.Redis.from_url(redis_url) as client:
@@ -148,7 +148,7 @@ def test_async_stores_answer_the_same_views(make_async_store: Any, make_store: A
             await store.open_run(
                 RUN, deadline_ms=clock() + 60_000, ttl_ms=TTL_MS, tool_call_budget=5, byte_budget=1 << 20
             )
-            admission = await store.create(request(clock(), "ok_1"), LIMITS)
+            admission = await store.create(request("ok_1"), LIMITS)
             await store.complete(admission.record, ready(admission.record, clock()))
             views = await store.get_progress(RUN, ["ok_1", "ghost"])
             records = await store.get_many(RUN, ["ok_1"], include_raw=False)
@@ -170,7 +170,7 @@ def test_redis_progress_views_from_a_client_decoding_replies(redis_url: str, clo
     text_store = RedisStore(text_client, prefix=prefix, clock=clock)
     try:
         open_default_run(bytes_store, clock())
-        record = admitted(bytes_store, request(clock(), arguments='{"q": "é 日本"}'))
+        record = admitted(bytes_store, request(arguments='{"q": "é 日本"}'))
         done = ready(record, clock(), raw="raw ü", content="ç 結果", scope="logs ü")
         assert bytes_store.complete(record, done) == done
         expected = {"call_1": ProgressView.of(done), "ghost": None}

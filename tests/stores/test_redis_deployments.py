@@ -168,7 +168,7 @@ def test_what_a_failover_keeps(mode: str) -> None:
             lost = promoted.get(RUN, "call_3")
             assert lost is not None
             assert lost.status is InvocationStatus.PROJECTING
-            assert _call(after, context, "call_3").code is ErrorCode.DUPLICATE_TOOL_CALL
+            assert _call(after, context, "call_3").code is ErrorCode.CALL_IN_PROGRESS
         promoted.close()
     assert executor.runs["call_1"] == 1
     if mode == "wait-1":

@@ -139,27 +139,38 @@ def test_a_create_that_reaches_its_replica_runs_and_one_that_does_not_never_runs
     assert record is not None
     assert record.status is InvocationStatus.ERROR
     assert record.error_code is ErrorCode.DURABILITY_NOT_REACHED
-    again = _call(boundary, context, "call_2")  # the key's fate is recorded: a duplicate, never a run
-    assert again.code is ErrorCode.DUPLICATE_TOOL_CALL
+    again = _call(boundary, context, "call_2")  # the key's fate is recorded and told, never a run
+    assert again.code is ErrorCode.DURABILITY_NOT_REACHED
     assert executor.runs == {"call_1": 1}
     store.close()
 
 
-def test_more_replicas_than_exist_is_never_reached(
+def test_more_replicas_than_exist_are_refused_where_asked_for(
     primary_and_replica: tuple[str, str], clock: FakeClock
 ) -> None:
-    """CIS-DUR-2: asking for two replicas of a server with one: the run open is DURABILITY_NOT_REACHED;
-    without the mode (Durability(), the default) nothing is awaited."""
+    """CIS-DUR-2: asking for two replicas of a server with one is refused on first use, naming the
+    setting and the count found, before anything is written (the run can then be opened with a mode the
+    server can give); without the mode (Durability(), the default) nothing is awaited."""
     primary, _ = primary_and_replica
     store = RedisStore.from_url(
         primary, prefix="dur2", clock=clock, durability=Durability(replicas=2, timeout_ms=50)
     )
-    opened = store.open_run(RUN, deadline_ms=clock() + 1000, ttl_ms=1000, tool_call_budget=1, byte_budget=100)
-    assert opened is ErrorCode.DURABILITY_NOT_REACHED
+    started = time.monotonic()
+    with pytest.raises(UnsafeServerError) as caught:
+        store.open_run(RUN, deadline_ms=clock() + 1000, ttl_ms=1000, tool_call_budget=1, byte_budget=100)
+    assert time.monotonic() - started < 1.0  # refused at once, not after waiting for the replicas
+    assert "Durability(replicas=2)" in str(caught.value)
+    assert "has 1 online" in str(caught.value)
+    assert caught.value.permanent
+    with redis.Redis.from_url(primary) as client:
+        assert list(client.scan_iter(match="dur2:*")) == []
     store.close()
+    one = RedisStore.from_url(primary, prefix="dur2", clock=clock, durability=Durability(replicas=1))
+    assert isinstance(open_default_run(one, clock()), RunState)
+    one.close()
     plain = RedisStore.from_url(primary, prefix="dur3", clock=clock, durability=Durability())
     assert isinstance(open_default_run(plain, clock()), RunState)
-    assert isinstance(plain.create(request(clock()), LIMITS), Admission)
+    assert isinstance(plain.create(request(), LIMITS), Admission)
     plain.close()
 
 
@@ -185,21 +196,37 @@ def _has_waitaof(url: str) -> bool:
         return client.execute_command(b"COMMAND", b"INFO", b"WAITAOF")[0] is not None
 
 
+def _waitaof_calls(url: str) -> int:
+    with redis.Redis.from_url(url) as client:
+        stats = client.info("commandstats").get("cmdstat_waitaof", {})
+        return int(stats.get("calls", 0)) if isinstance(stats, dict) else 0
+
+
 def test_an_aof_mode_needs_waitaof_and_appendonly(clock: FakeClock) -> None:
     """CIS-DUR-2: Durability(aof=True) is refused on first use where the server lacks WAITAOF (Redis
-    < 7.2) or runs without appendonly; where it has both, a create waits for the local fsync."""
+    < 7.2: the message names the version found) or runs without appendonly; where it has both (Valkey,
+    Redis >= 7.2: CI's Valkey run), the run open and each create are followed by one WAITAOF on the
+    server, acknowledged by the local fsync."""
     with redis_server() as url:
+        has_waitaof = _has_waitaof(url)
         store = RedisStore.from_url(url, clock=clock, durability=Durability(aof=True, timeout_ms=3000))
         with pytest.raises(UnsafeServerError) as caught:
             open_default_run(store, clock())
-        assert ("WAITAOF" in str(caught.value)) is not _has_waitaof(url)
-        assert "appendonly" in str(caught.value) or "WAITAOF" in str(caught.value)
+        if has_waitaof:
+            assert "appendonly is off" in str(caught.value)
+        else:
+            with redis.Redis.from_url(url) as client:
+                version = str(client.info("server")["redis_version"])
+            assert f"is Redis {version}" in str(caught.value)
+            assert "Redis >= 7.2 or Valkey" in str(caught.value)
         store.close()
     with redis_server(extra_args=["--appendonly", "yes", "--appendfsync", "always"]) as url:
         store = RedisStore.from_url(url, clock=clock, durability=Durability(aof=True, timeout_ms=3000))
-        if _has_waitaof(url):
+        if has_waitaof:
             assert isinstance(open_default_run(store, clock()), RunState)
-            assert isinstance(store.create(request(clock()), LIMITS), Admission)
+            assert _waitaof_calls(url) == 1
+            assert isinstance(store.create(request(), LIMITS), Admission)
+            assert _waitaof_calls(url) == 2
         else:
             with pytest.raises(UnsafeServerError) as caught:
                 open_default_run(store, clock())
@@ -230,9 +257,9 @@ def test_the_async_store_waits_too(primary_and_replica: tuple[str, str], clock: 
                 RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
             )
             assert isinstance(opened, RunState)
-            first = await store.create(request(clock(), "call_1"), LIMITS)
+            first = await store.create(request("call_1"), LIMITS)
             with _paused(_pid(replica)):
-                second = await store.create(request(clock(), "call_2"), LIMITS)
+                second = await store.create(request("call_2"), LIMITS)
             return first, second, await store.get(RUN, "call_2")
         finally:
             await store.close()

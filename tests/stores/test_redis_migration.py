@@ -90,7 +90,7 @@ def test_creates_and_completions_succeed_while_their_slot_migrates(cluster: list
     store = RedisStore(client, prefix=PREFIX, clock=clock, retry_policy=RetryPolicy(budget_ms=5_000))
     try:
         open_default_run(store, clock(), run_id=RUN, tool_call_budget=5)
-        first = admitted(store, request(clock(), "call_1", run_id=RUN))
+        first = admitted(store, request("call_1", run_id=RUN))
         slot = client.keyslot(run_key(PREFIX, RUN))
         owner = client.get_node_from_key(run_key(PREFIX, RUN))
         source_index = next(i for i, url in enumerate(cluster) if url.endswith(f":{owner.port}/0"))
@@ -99,7 +99,7 @@ def test_creates_and_completions_succeed_while_their_slot_migrates(cluster: list
         migration.begin([run_key(PREFIX, RUN).encode()])  # the run moves first; its records not yet
         mover = _finish_after(migration, 0.5)
         started = time.monotonic()
-        created = store.create(request(clock(), "call_2", run_id=RUN), LIMITS)
+        created = store.create(request("call_2", run_id=RUN), LIMITS)
         took = time.monotonic() - started
         mover.join()
         assert isinstance(created, Admission), created
@@ -131,7 +131,7 @@ def test_a_migration_longer_than_the_budget_is_store_unavailable(cluster: list[s
     run = "run-stuck"
     try:
         open_default_run(store, clock(), run_id=run)
-        admitted(store, request(clock(), "call_1", run_id=run))
+        admitted(store, request("call_1", run_id=run))
         slot = client.keyslot(run_key(PREFIX, run))
         owner = client.get_node_from_key(run_key(PREFIX, run))
         source_index = next(i for i, url in enumerate(cluster) if url.endswith(f":{owner.port}/0"))
@@ -139,12 +139,12 @@ def test_a_migration_longer_than_the_budget_is_store_unavailable(cluster: list[s
         migration.begin([run_key(PREFIX, run).encode()])
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError) as caught:
-            store.create(request(clock(), "call_2", run_id=run), LIMITS)
+            store.create(request("call_2", run_id=run), LIMITS)
         took = time.monotonic() - started
         assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
         assert 0.5 <= took < 5.0
         migration.finish()
-        assert isinstance(store.create(request(clock(), "call_2", run_id=run), LIMITS), Admission)
+        assert isinstance(store.create(request("call_2", run_id=run), LIMITS), Admission)
         assert store.calls(run) == ("call_1", "call_2")
         migration.close()
     finally:

@@ -97,10 +97,10 @@ def test_a_create_meeting_a_foreign_key_writes_nothing(
     """CIS-DUR-7: a create whose write would fail part-way (foreign type or value at a write
     position) is refused before its first write: every key is exactly as before."""
     open_default_run(store, clock())
-    admitted(store, request(clock(), "call_1"))
+    admitted(store, request("call_1"))
     planted = CREATE_FAULTS[fault](client, store.prefix)
     before = _snapshot(client)
-    _refused(lambda: store.create(request(clock(), "call_2"), LIMITS))
+    _refused(lambda: store.create(request("call_2"), LIMITS))
     assert _snapshot(client) == before
     _assert_every_key_has_a_ttl(client, except_keys=(planted,) if planted else ())
 
@@ -124,7 +124,7 @@ def test_a_completion_meeting_a_foreign_key_writes_nothing(
     """CIS-DUR-7: a completion whose later writes would fail is refused before its first write:
     the record stays PROJECTING with its TTL, no raw response is stored, no staging key is left."""
     open_default_run(store, clock())
-    created = admitted(store, request(clock(), "call_1"))
+    created = admitted(store, request("call_1"))
     planted = COMPLETE_FAULTS[fault](client, store.prefix)
     before = _snapshot(client)
     _refused(lambda: store.complete(created, ready(created, clock(), raw="r" * raw_size)))
@@ -143,7 +143,7 @@ def test_a_record_without_ttl_is_corrupt_and_never_completed(
     """CIS-DUR-7: a record whose TTL was removed from outside (PTTL -1) is reported as corrupt by every
     read and is never completed: the completion writes nothing (no raw response that lapses at once)."""
     open_default_run(store, clock())
-    created = admitted(store, request(clock(), "call_1"))
+    created = admitted(store, request("call_1"))
     client.persist(record_key(store.prefix, RUN, "call_1"))
     before = _snapshot(client)
     for operation in (
@@ -151,7 +151,7 @@ def test_a_record_without_ttl_is_corrupt_and_never_completed(
         lambda: store.complete(created, failed(created, clock(), ErrorCode.EXECUTION_FAILED)),
         lambda: store.get(RUN, "call_1"),
         lambda: store.ttl_remaining_ms(RUN, "call_1"),
-        lambda: store.create(request(clock(), "call_1"), LIMITS),
+        lambda: store.create(request("call_1"), LIMITS),
     ):
         assert _refused(operation).cause in {"NoTTL", "CorruptRecord"}
     assert _snapshot(client) == before
@@ -163,11 +163,11 @@ def test_a_run_without_ttl_is_corrupt_and_never_used(
     """CIS-DUR-7: a run whose TTL was removed from outside is never admitted into, reopened, ended, or
     charged by a completion; nothing is written."""
     open_default_run(store, clock())
-    created = admitted(store, request(clock(), "call_1"))
+    created = admitted(store, request("call_1"))
     client.persist(run_key(store.prefix, RUN))
     before = _snapshot(client)
     for operation in (
-        lambda: store.create(request(clock(), "call_2"), LIMITS),
+        lambda: store.create(request("call_2"), LIMITS),
         lambda: open_default_run(store, clock()),
         lambda: store.cancel_run(RUN),
         lambda: store.complete(created, ready(created, clock())),
@@ -190,12 +190,12 @@ def test_a_full_memory_never_leaves_half_a_write(
     refused), and a completion is all or nothing: the record is either still the PROJECTING one or
     exactly the completed one, and every key keeps its TTL."""
     open_default_run(store, clock())
-    first = admitted(store, request(clock(), "call_1"))
-    second = admitted(store, request(clock(), "call_2"))
+    first = admitted(store, request("call_1"))
+    second = admitted(store, request("call_2"))
     used = int(client.info("memory")["used_memory"])
     client.config_set("maxmemory", max(1, used // 2))
     before = _snapshot(client)
-    refused = _refused(lambda: store.create(request(clock(), "call_3"), LIMITS))
+    refused = _refused(lambda: store.create(request("call_3"), LIMITS))
     assert refused.cause in {"OutOfMemoryError", "ResponseError"}  # Redis 6.2 wraps the OOM in a script error
     assert _snapshot(client) == before
     for record, raw_size in ((first, 10), (second, 40_000)):

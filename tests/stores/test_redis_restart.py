@@ -33,11 +33,11 @@ def test_sync_store_recovers_on_the_first_call_after_a_restart(clock: FakeClock)
         port = _port(url)
         store = RedisStore.from_url(url, clock=clock)
         assert isinstance(store.open_run("run-a", **_open_args(clock)), RunState)
-        first = [store.create(request(clock(), f"call_{i}", run_id="run-a"), LIMITS) for i in range(WAVE)]
+        first = [store.create(request(f"call_{i}", run_id="run-a"), LIMITS) for i in range(WAVE)]
         assert all(isinstance(outcome, Admission) for outcome in first)
     with redis_server(port=port):
         assert isinstance(store.open_run("run-b", **_open_args(clock)), RunState)
-        outcomes = [store.create(request(clock(), f"call_{i}", run_id="run-b"), LIMITS) for i in range(WAVE)]
+        outcomes = [store.create(request(f"call_{i}", run_id="run-b"), LIMITS) for i in range(WAVE)]
         assert all(isinstance(outcome, Admission) for outcome in outcomes), outcomes
         store.close()
 
@@ -53,9 +53,7 @@ def test_async_store_recovers_on_the_first_call_after_a_restart(clock: FakeClock
             async def before() -> AsyncRedisStore:
                 store = AsyncRedisStore.from_url(url, clock=clock)
                 assert isinstance(await store.open_run("run-a", **_open_args(clock)), RunState)
-                first = [
-                    store.create(request(clock(), f"call_{i}", run_id="run-a"), LIMITS) for i in range(WAVE)
-                ]
+                first = [store.create(request(f"call_{i}", run_id="run-a"), LIMITS) for i in range(WAVE)]
                 assert all(isinstance(outcome, Admission) for outcome in await asyncio.gather(*first))
                 return store
 
@@ -63,9 +61,7 @@ def test_async_store_recovers_on_the_first_call_after_a_restart(clock: FakeClock
         with redis_server(port=port):
 
             async def after() -> list[object]:
-                wave = [
-                    store.create(request(clock(), f"call_{i}", run_id="run-a"), LIMITS) for i in range(WAVE)
-                ]
+                wave = [store.create(request(f"call_{i}", run_id="run-a"), LIMITS) for i in range(WAVE)]
                 opened = store.open_run("run-b", **_open_args(clock))
                 return list(await asyncio.gather(opened, *wave, return_exceptions=True))
 

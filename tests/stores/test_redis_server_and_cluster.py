@@ -109,12 +109,9 @@ def test_a_runs_scripts_never_cross_slots_on_a_cluster(cluster_urls: list[str], 
             ]
             assert len({client.keyslot(key) for key in keys}) == 1
             assert isinstance(open_default_run(store, clock(), run_id=run, tool_call_budget=2), RunState)
-            first = admitted(store, request(clock(), "call_1", run_id=run))
-            second = admitted(store, request(clock(), "call_2", run_id=run))
-            assert (
-                store.create(request(clock(), "call_3", run_id=run), LIMITS)
-                is ErrorCode.TOOL_BUDGET_EXHAUSTED
-            )
+            first = admitted(store, request("call_1", run_id=run))
+            second = admitted(store, request("call_2", run_id=run))
+            assert store.create(request("call_3", run_id=run), LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
             done = ready(first, clock())
             assert store.complete(first, done) == done
             assert store.complete(first, done) == done
@@ -157,11 +154,11 @@ def test_the_async_store_takes_the_same_cluster_paths(cluster_urls: list[str]) -
                 )
                 ports.add(client.get_node_from_key(run_key("acluster", run)).port)
                 assert isinstance(opened, RunState)
-                first = await store.create(request(clock(), "call_1", run_id=run), LIMITS)
-                second = await store.create(request(clock(), "call_2", run_id=run), LIMITS)
+                first = await store.create(request("call_1", run_id=run), LIMITS)
+                second = await store.create(request("call_2", run_id=run), LIMITS)
                 assert isinstance(first, Admission)
                 assert isinstance(second, Admission)
-                third = await store.create(request(clock(), "call_3", run_id=run), LIMITS)
+                third = await store.create(request("call_3", run_id=run), LIMITS)
                 assert third is ErrorCode.TOOL_BUDGET_EXHAUSTED
                 done = ready(first.record, clock(), raw="r" * 40_000)  # staged: SET then the script
                 assert await store.complete(first.record, done) == done
@@ -173,7 +170,7 @@ def test_the_async_store_takes_the_same_cluster_paths(cluster_urls: list[str]) -
                 assert await store.ttl_remaining_ms(run, "call_1") is not None
                 assert await store.cancel_run(run) is not None
             await client.script_flush()  # on every primary: the scripts must reload themselves
-            after = await store.create(request(clock(), "call_9", run_id="run-0"), LIMITS)
+            after = await store.create(request("call_9", run_id="run-0"), LIMITS)
             assert after is ErrorCode.RUN_INACTIVE  # the script ran again: the run is cancelled
             return ports
         finally:

@@ -50,7 +50,7 @@ def test_an_evicting_policy_is_refused_on_first_use(policy: str, clock: FakeCloc
         assert "allow_eviction=True" in str(caught.value)
         assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
         with pytest.raises(UnsafeServerError):  # refused again, never cached as ready
-            store.create(request(clock(), "call_1"), LIMITS)
+            store.create(request("call_1"), LIMITS)
         assert store.get_run(RUN) is None  # reads need no check
         assert _keys(url) == []
         store.close()
@@ -96,7 +96,7 @@ def test_a_server_missing_a_script_command_is_refused_before_any_write(
             open_default_run(store, clock())
         assert command in str(caught.value)
         with pytest.raises(UnsafeServerError):
-            store.create(request(clock(), "call_1"), LIMITS)
+            store.create(request("call_1"), LIMITS)
         assert _keys(url) == []
         store.close()
 
@@ -199,7 +199,7 @@ def test_redis_5_gets_the_minimum_version_error_over_resp2_and_resp3(
     async def async_side() -> str:
         async_store = AsyncRedisStore.from_url(url, clock=clock)
         try:
-            await async_store.create(request(clock(), "call_1"), LIMITS)
+            await async_store.create(request("call_1"), LIMITS)
         except UnsupportedRedisError as exc:
             return str(exc)
         finally:

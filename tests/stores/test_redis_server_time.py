@@ -54,7 +54,7 @@ def _open(store: RedisStore, run_id: str) -> None:
 
 
 def _request(store: RedisStore | AsyncRedisStore, run_id: str, tool_call_id: str) -> AdmissionRequest:
-    return request(store.now_ms(), tool_call_id, run_id=run_id)
+    return request(tool_call_id, run_id=run_id)
 
 
 def test_a_create_delayed_past_the_deadline_by_a_paused_server_is_refused() -> None:
@@ -66,13 +66,13 @@ def test_a_create_delayed_past_the_deadline_by_a_paused_server_is_refused() -> N
         store = RedisStore.from_url(url, prefix="time")  # the wall clock: checked by default
         _open(store, "run-checked")
         unchecked = RedisStore.from_url(url, prefix="time", max_lag_ms=0)
-        _open(unchecked, "run-unchecked")
         checked_request = _request(store, "run-checked", "call_1")
         unchecked_request = _request(unchecked, "run-unchecked", "call_1")
         _pause_soon(url)
         outcome = store.create(checked_request, LIMITS)
         assert outcome is ErrorCode.RUN_DEADLINE_EXCEEDED
         assert store.get("run-checked", "call_1") is None
+        _open(unchecked, "run-unchecked")  # its deadline is DEADLINE_IN_MS from now
         _pause_soon(url)
         late = unchecked.create(unchecked_request, LIMITS)
         assert isinstance(late, Admission)  # the stale now was trusted: what the check prevents

@@ -87,7 +87,7 @@ def test_a_record_is_one_hash_under_the_run_hash_tag(
     store = redis_store_factory(clock)
     prefix = store.prefix
     open_default_run(store, clock())
-    record = admitted(store, request(clock(), "functions.get_weather:0"))
+    record = admitted(store, request("functions.get_weather:0"))
     key = record_key(prefix, RUN, "functions.get_weather:0")
     assert key == f"{prefix}:{{{RUN}}}:call:functions.get_weather:0"
     stored = client.hgetall(key)
@@ -126,7 +126,7 @@ def test_stores_with_other_prefixes_do_not_meet(
     first, second = redis_store_factory(clock), redis_store_factory(clock)
     open_default_run(first, clock())
     assert second.get_run(RUN) is None
-    assert second.create(request(clock()), LIMITS) is ErrorCode.RUN_INACTIVE
+    assert second.create(request(), LIMITS) is ErrorCode.RUN_INACTIVE
     for bad in ("", "a{b", "a}b"):
         with pytest.raises(ValueError):
             RedisStore(redis.Redis(), prefix=bad)
@@ -145,7 +145,7 @@ def test_ttl_set_once_reads_and_updates_never_touch_it(
     key = record_key(store.prefix, RUN, "call_1")
     with redis.Redis.from_url(private_redis_url) as client:
         with monitored(private_redis_url) as on_create:
-            record = admitted(store, request(clock()))
+            record = admitted(store, request())
         pttls = [client.pttl(key)]
         with monitored(private_redis_url) as on_reads:
             for _ in range(3):
@@ -194,15 +194,13 @@ def test_duplicates_and_refused_writes_leave_the_bytes_alone(
     """CIS-ID-5, CIS-LIFE-2, CIS-TTL-2: a duplicate or refused CAS changes neither stored bytes nor TTL."""
     store = redis_store_factory(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     done = ready(record, clock())
     store.complete(record, done)
     key = record_key(store.prefix, RUN, "call_1")
     dumped, fields, pttl = client.dump(key), client.hgetall(key), client.pttl(key)
     run_state = client.hgetall(run_key(store.prefix, RUN))
-    assert (
-        store.create(request(clock(), arguments='{"other": true}'), LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
-    )
+    assert store.create(request(arguments='{"other": true}'), LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
     other = ready(record, clock() + 1, content="overwrite?")
     assert store.complete(record, other) is ErrorCode.INVALID_TRANSITION
     assert client.dump(key) == dumped
@@ -217,7 +215,7 @@ def test_real_ttl_expiry_is_absent_and_not_recreated(redis_store_factory: MakeRe
     store = RedisStore(store._client, prefix=store.prefix)  # same client, wall clock
     now = store.now_ms()
     open_default_run(store, now, ttl_ms=300)
-    record = admitted(store, request(now))
+    record = admitted(store, request())
     late = ready(record, now + 1)
     key = record_key(store.prefix, RUN, "call_1")
     deadline = time.monotonic() + 5
@@ -237,12 +235,12 @@ def test_a_clock_expired_leftover_is_replaced_whole(
     """CIS-TTL-4, CIS-TTL-1: a record expired by the store clock but still in Redis is replaced whole."""
     store = redis_store_factory(clock)
     open_default_run(store, clock(), ttl_ms=1_000)
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     store.complete(record, ready(record, clock()))
     clock.now = record.expires_at_ms + 10
     raw = core.raw_key(store.prefix, RUN, "call_1")
     assert client.exists(raw) == 1
-    again = admitted(store, request(clock(), arguments='{"second": 1}'))
+    again = admitted(store, request(arguments='{"second": 1}'))
     key = record_key(store.prefix, RUN, "call_1")
     assert client.exists(raw) == 0  # the leftover's raw response went with it
     assert set(client.hkeys(key)) == {
@@ -267,7 +265,7 @@ def test_a_write_makes_the_stored_record_exactly_after(
     """CIS-STORE-3, CIS-LIFE-5: fields that ``after`` lacks are deleted, whatever the stored record held."""
     store = redis_store_factory(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     key = record_key(store.prefix, RUN, "call_1")
     client.hset(key, mapping={"error_code": "EXECUTION_FAILED", "scope": "stray"})
     done = ready(record, clock(), scope="")
@@ -282,7 +280,7 @@ def test_a_write_makes_the_stored_record_exactly_after(
 def _process_worker(url: str, prefix: str, now: int, ids: list[str], barrier: Any, out: Any) -> None:
     store = RedisStore.from_url(url, prefix=prefix, clock=lambda: now)
     barrier.wait(timeout=20)
-    out.put([store.create(request(now, tcid), LIMITS) for tcid in ids])
+    out.put([store.create(request(tcid), LIMITS) for tcid in ids])
     store.close()
 
 
@@ -308,13 +306,14 @@ def _race_processes(url: str, prefix: str, now: int, ids_per_worker: list[list[s
 def test_four_processes_race_for_one_key(
     redis_store_factory: MakeRedisStore, clock: FakeClock, redis_url: str
 ) -> None:
-    """CIS-ID-5, CIS-STORE-2: 4 processes create the same key: exactly one wins, 3 get DUPLICATE_TOOL_CALL."""
+    """CIS-ID-5, CIS-STORE-2: 4 processes create the same key: exactly one wins, 3 get CALL_IN_PROGRESS
+    (the winner's record is PROJECTING)."""
     store = redis_store_factory(clock)
     open_default_run(store, clock())
     results = _race_processes(redis_url, store.prefix, clock(), [["shared"]] * 4)
     winners = [result for result in results if isinstance(result, Admission)]
     assert len(winners) == 1
-    assert results.count(ErrorCode.DUPLICATE_TOOL_CALL) == 3
+    assert results.count(ErrorCode.CALL_IN_PROGRESS) == 3
     assert store.get(RUN, "shared") == winners[0].record
 
 
@@ -346,7 +345,7 @@ def test_scripts_recover_after_script_flush(
     with redis.Redis.from_url(private_redis_url) as client:
         open_default_run(store, clock())
         client.script_flush()
-        record = admitted(store, request(clock()))
+        record = admitted(store, request())
         client.script_flush()
         done = ready(record, clock())
         assert store.complete(record, done) == done
@@ -364,7 +363,7 @@ def test_scripts_recover_after_script_flush(
                     "run-3", deadline_ms=clock() + 1_000, ttl_ms=1_000, tool_call_budget=1, byte_budget=100
                 )
                 client.script_flush()
-                created = await async_store.create(request(clock(), run_id="run-3"), LIMITS)
+                created = await async_store.create(request(run_id="run-3"), LIMITS)
                 assert isinstance(created, Admission)
                 client.script_flush()
                 big = ready(created.record, clock(), raw="b" * (core.STAGE_ABOVE_BYTES + 1))
@@ -385,9 +384,9 @@ def test_one_invocation_is_two_round_trips(
     """CIS-STORE-9: one successful invocation (create + complete) is exactly 2 commands (commandstats)."""
     store = private_store
     open_default_run(store, clock())
-    warm = admitted(store, request(clock(), "warm-up"))
+    warm = admitted(store, request("warm-up"))
     store.complete(warm, ready(warm, clock()))
-    req = request(clock(), "counted")
+    req = request("counted")
     address = store._client.client_info()["addr"]  # the store's one connection
     with redis.Redis.from_url(private_redis_url) as client:
         client.ping()
@@ -422,7 +421,7 @@ def test_large_raw_responses_are_staged_and_never_left_behind(
     store = private_store
     big = "z" * (core.STAGE_ABOVE_BYTES + 1)
     open_default_run(store, clock(), byte_budget=10_000_000)
-    record = admitted(store, request(clock(), "staged"))
+    record = admitted(store, request("staged"))
     key = record_key(store.prefix, RUN, "staged")
     with redis.Redis.from_url(private_redis_url) as client:
         with monitored(private_redis_url) as seen:
@@ -434,7 +433,7 @@ def test_large_raw_responses_are_staged_and_never_left_behind(
         assert not {name for lua, name, target in names if target == key} & EXPIRE_FAMILY
         assert client.get(core.raw_key(store.prefix, RUN, "staged")) == big.encode()
         # Refused: another invocation's completion with a large raw response.
-        second = admitted(store, request(clock(), "staged-2"))
+        second = admitted(store, request("staged-2"))
         wrong = evolve(second, invocation_token="not-it")
         assert store.complete(wrong, ready(wrong, clock(), raw=big)) is ErrorCode.INVALID_TRANSITION
         # NOSCRIPT between the staging SET and the script: reloaded, completed once.
@@ -451,7 +450,7 @@ def test_round_trips_counted_on_the_socket(
     """CIS-STORE-9: two socket writes per invocation, also with a large raw response (SET rides along)."""
     store = redis_store_factory(clock)
     open_default_run(store, clock(), byte_budget=10_000_000)
-    warm = admitted(store, request(clock(), "warm"))
+    warm = admitted(store, request("warm"))
     store.complete(warm, ready(warm, clock()))
     sends: list[int] = []
     original = redis.connection.Connection.send_packed_command
@@ -463,7 +462,7 @@ def test_round_trips_counted_on_the_socket(
     monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counting)
     for index, raw in enumerate(("small", "L" * (core.STAGE_ABOVE_BYTES * 4))):
         sends.clear()
-        record = admitted(store, request(clock(), f"counted-{index}"))
+        record = admitted(store, request(f"counted-{index}"))
         done = ready(record, clock(), raw=raw)
         assert store.complete(record, done) == done
         assert len(sends) == 2
@@ -478,7 +477,7 @@ def test_a_foreign_record_is_never_served(
     """CIS-STORE-6: a record of another run or call, or a corrupt one, is STORE_UNAVAILABLE, never served."""
     store = redis_store_factory(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     key = record_key(store.prefix, RUN, "call_1")
     good: dict[Any, Any] = dict(client.hgetall(key))
     for field, value in (
@@ -521,7 +520,7 @@ def test_a_record_without_a_ttl_is_corrupt(
     """CIS-STORE-6, CIS-TTL-1: a record key without an expiry was not written by the store."""
     store = redis_store_factory(clock)
     open_default_run(store, clock())
-    admitted(store, request(clock()))
+    admitted(store, request())
     client.persist(record_key(store.prefix, RUN, "call_1"))
     with pytest.raises(StoreUnavailableError):
         store.ttl_remaining_ms(RUN, "call_1")
@@ -534,7 +533,7 @@ def _secret_server_url(port_url: str, password: str) -> str:
 def _operations(store: RedisStore, clock: FakeClock, payload: str) -> list[Callable[[], object]]:
     return [
         lambda: store.open_run(RUN, deadline_ms=clock() + 10, ttl_ms=10, tool_call_budget=1, byte_budget=1),
-        lambda: store.create(request(clock(), "secret-call", arguments=f'{{"q": "{payload}"}}'), LIMITS),
+        lambda: store.create(request("secret-call", arguments=f'{{"q": "{payload}"}}'), LIMITS),
         lambda: store.get(RUN, "secret-call"),
         lambda: store.get_many(RUN, ["secret-call"]),
         lambda: store.completed(RUN),
@@ -621,7 +620,7 @@ def test_redis_older_than_6_2_is_refused(redis_url: str, clock: FakeClock) -> No
     assert "6.0.20" in str(caught.value)
     assert caught.value.code is ErrorCode.STORE_UNAVAILABLE
     with pytest.raises(UnsupportedRedisError):  # refused again: a refusal is never cached as ready
-        store.create(request(clock(), "call_1"), LIMITS)
+        store.create(request("call_1"), LIMITS)
     old.close()
     assert core.parse_version({"redis_version": "6.2.0"}) >= core.MIN_VERSION
     assert core.parse_version({"redis_version": "7.4.1"}) >= core.MIN_VERSION
@@ -656,7 +655,7 @@ def test_unix_socket_url_and_str_replies(clock: FakeClock) -> None:
             RedisStore(text_client, prefix="text", clock=clock),
         ):
             open_default_run(store, clock())
-            record = admitted(store, request(clock(), arguments='{"q": "é 日本"}'))
+            record = admitted(store, request(arguments='{"q": "é 日本"}'))
             done = ready(record, clock(), raw="raw ü", content="ç")
             assert store.complete(record, done) == done
             assert store.complete(record, done) == done
@@ -751,7 +750,7 @@ def test_redis_py_retries_of_lost_replies_are_idempotent(private_redis_url: str,
     try:
         open_default_run(store, clock())
         proxy.armed.set()
-        created = store.create(request(clock()), LIMITS)
+        created = store.create(request(), LIMITS)
         assert proxy.dropped == 1
         assert isinstance(created, Admission)
         assert created.replayed  # the retry found its own record

@@ -19,7 +19,7 @@ def _run_tail(*, used: int, used_bytes: int, budget: int, byte_budget: int, dead
 
 
 def _plan(arguments: str = '{"a": 1}') -> core.CreatePlan:
-    plan = core.plan_create("cis", request(NOW, arguments=arguments), Limits())
+    plan = core.plan_create("cis", request(arguments=arguments), Limits(), NOW)
     assert isinstance(plan, core.CreatePlan)
     return plan
 
@@ -137,7 +137,7 @@ def test_the_plans_kernel_run_matches_open_run() -> None:
         None, run_id=RUN, now_ms=NOW, deadline_ms=NOW + 10, ttl_ms=5, tool_call_budget=1, byte_budget=1
     )
     assert plan.fresh == fresh
-    assert admit(fresh, None, request(NOW), Limits()) is not None
+    assert admit(fresh, None, request(), Limits(), NOW) is not None
 
 
 def test_a_create_reply_with_a_foreign_run_status_is_corrupt() -> None:

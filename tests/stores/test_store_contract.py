@@ -28,6 +28,7 @@ from invocation_store.kernel import (
     RawReceived,
     RunState,
     RunStatus,
+    SweptStale,
     admit,
     project_progress,
     record_bytes,
@@ -74,7 +75,7 @@ def test_reopening_a_live_run(make_driver: MakeDriver, clock: FakeClock) -> None
     """CIS-RETRY-3: an identical reopen returns the live run unchanged; other parameters are refused."""
     store = make_driver(clock)
     run = open_default_run(store, clock(), tool_call_budget=2)
-    admitted(store, request(clock()))
+    admitted(store, request())
     used = store.get_run(RUN)
     assert used is not None
     assert used.tool_calls_used == 1
@@ -123,7 +124,7 @@ def test_a_lapsed_run_is_gone_and_can_be_opened_afresh(make_driver: MakeDriver, 
     """CIS-RUN-3, CIS-TTL-4: at deadline + ttl the run reads as absent, its lists empty, and reopens fresh."""
     store = make_driver(clock)
     run = open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     assert store.complete(record, ready(record, clock())) == ready(record, clock())
     clock.now = run.expires_at_ms
     assert store.get_run(RUN) is None
@@ -144,8 +145,8 @@ def test_create_is_the_kernel_admission(make_driver: MakeDriver, clock: FakeCloc
     """CIS-REC-4, CIS-STORE-2, CIS-STORE-8: create returns exactly kernel admit() and stores its record."""
     store = make_driver(clock)
     run = open_default_run(store, clock())
-    req = request(clock(), "call_abc", arguments='{"city": "Paris", "unit": "C"}')
-    expected = admit(run, None, req, LIMITS)
+    req = request("call_abc", arguments='{"city": "Paris", "unit": "C"}')
+    expected = admit(run, None, req, LIMITS, clock())
     assert isinstance(expected, Admission)
     assert store.create(req, LIMITS) == expected
     record = expected.record
@@ -180,7 +181,7 @@ def test_framework_ids_are_kept_exactly(make_driver: MakeDriver, clock: FakeCloc
     """CIS-ID-4, CIS-ID-1, CIS-KEY-3: real framework ids are stored, listed and read back byte for byte."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock(), tool_call_id))
+    record = admitted(store, request(tool_call_id))
     assert record.tool_call_id == tool_call_id
     assert store.get(RUN, tool_call_id) == record
     assert store.calls(RUN) == (tool_call_id,)
@@ -190,38 +191,47 @@ def test_framework_ids_are_kept_exactly(make_driver: MakeDriver, clock: FakeCloc
 
 
 def test_retried_create_is_recognised_as_itself(make_driver: MakeDriver, clock: FakeClock) -> None:
-    """CIS-RETRY-2: the same token replays (nothing written); another token is DUPLICATE_TOOL_CALL."""
+    """CIS-RETRY-2, CIS-ID-5: the same token replays (nothing written); another token is refused with
+    the first call's fate: CALL_IN_PROGRESS while PROJECTING, DUPLICATE_TOOL_CALL once its tool ran."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    req = request(clock())
+    req = request()
     first = store.create(req, LIMITS)
     assert isinstance(first, Admission)
     run_after = store.get_run(RUN)
     clock.advance(5)
-    again = store.create(evolve(req, now_ms=clock()), LIMITS)
+    again = store.create(req, LIMITS)
     assert again == Admission(run=first.run, record=first.record, replayed=True)
     assert store.get_run(RUN) == run_after
     assert store.calls(RUN) == ("call_1",)
-    assert store.create(request(clock()), LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
-    assert (
-        store.create(evolve(req, invocation_token="", now_ms=clock()), LIMITS)
-        is ErrorCode.DUPLICATE_TOOL_CALL
-    )
+    assert store.create(request(), LIMITS) is ErrorCode.CALL_IN_PROGRESS
+    assert store.create(evolve(req, invocation_token=""), LIMITS) is ErrorCode.CALL_IN_PROGRESS
     assert store.get(RUN, "call_1") == first.record
+    done = ready(first.record, clock())
+    assert store.complete(first.record, done) == done
+    assert store.create(request(), LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
+    # A swept record answers with its fate: the call was abandoned.
+    other = admitted(store, request("call_2"))
+    clock.advance(10)
+    swept = transition(other, SweptStale(now_ms=clock(), older_than_ms=1), LIMITS)
+    assert isinstance(swept, CanonicalRecord)
+    assert store.complete(other, swept) == swept
+    assert store.create(request("call_2"), LIMITS) is ErrorCode.STALE_PROJECTION
+    assert store.get(RUN, "call_2") == swept
 
 
 def test_duplicates_never_overwrite_nor_spend(make_driver: MakeDriver, clock: FakeClock) -> None:
     """CIS-ID-5, CIS-PRE-8: a duplicate leaves the first record and the run's budgets exactly as they were."""
     store = make_driver(clock)
     open_default_run(store, clock(), tool_call_budget=1, byte_budget=100)
-    record = admitted(store, request(clock(), arguments='{"a": 1}'))
+    record = admitted(store, request(arguments='{"a": 1}'))
     done = ready(record, clock() + 1)
     clock.advance(1)
     assert store.complete(record, done) == done
     run = store.get_run(RUN)
     clock.advance(1)
     # The budget is spent, yet the duplicate is reported as a duplicate: it comes first.
-    dup = request(clock(), arguments='{"a": "a different and longer request"}', tool_name="other")
+    dup = request(arguments='{"a": "a different and longer request"}', tool_name="other")
     assert store.create(dup, LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
     assert store.get(RUN, "call_1") == done
     assert store.get_run(RUN) == run
@@ -232,28 +242,28 @@ def test_admission_checks_come_in_the_kernel_order(make_driver: MakeDriver, cloc
     """CIS-PRE-8, CIS-PRE-2, CIS-RUN-3, CIS-RUN-4, CIS-RUN-5, CIS-RUN-6: the kernel's check order."""
     store = make_driver(clock)
     now = clock()
-    assert store.create(request(now, run_id="nope"), LIMITS) is ErrorCode.RUN_INACTIVE
-    assert store.create(request(now, run_id="not safe"), LIMITS) is ErrorCode.RUN_INACTIVE
+    assert store.create(request(run_id="nope"), LIMITS) is ErrorCode.RUN_INACTIVE
+    assert store.create(request(run_id="not safe"), LIMITS) is ErrorCode.RUN_INACTIVE
     open_default_run(store, now, tool_call_budget=2, byte_budget=30, deadline_in_ms=1_000)
-    admitted(store, request(now, "a", arguments='{"n": 1}'))  # 8 bytes
+    admitted(store, request("a", arguments='{"n": 1}'))  # 8 bytes
     # Byte budget: 8 used, 23 more would pass 30.
-    assert store.create(request(now, "b", arguments='{"n": "' + "x" * 15 + '"}'), LIMITS) is (
+    assert store.create(request("b", arguments='{"n": "' + "x" * 15 + '"}'), LIMITS) is (
         ErrorCode.RUN_BYTES_EXHAUSTED
     )
     # A request without a UTF-8 form is INVALID_ARGUMENTS, decided after the call budget.
-    assert store.create(request(now, "b", arguments='{"n": "\ud800"}'), LIMITS) is ErrorCode.INVALID_ARGUMENTS
-    admitted(store, request(now, "b", arguments='{"n": 2}'))
-    assert store.create(request(now, "c"), LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
-    assert store.create(request(now, "a"), LIMITS) is ErrorCode.DUPLICATE_TOOL_CALL
+    assert store.create(request("b", arguments='{"n": "\ud800"}'), LIMITS) is ErrorCode.INVALID_ARGUMENTS
+    admitted(store, request("b", arguments='{"n": 2}'))
+    assert store.create(request("c"), LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    assert store.create(request("a"), LIMITS) is ErrorCode.CALL_IN_PROGRESS
     clock.now = now + 1_000
-    assert store.create(request(clock(), "a"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
-    assert store.create(request(clock(), "c"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert store.create(request("a"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+    assert store.create(request("c"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
     second = open_default_run(store, now, run_id="run-2")
     assert store.cancel_run("run-2") == evolve(second, status=RunStatus.CANCELLED)
-    assert store.create(request(now, run_id="run-2"), LIMITS) is ErrorCode.RUN_INACTIVE
+    assert store.create(request(run_id="run-2"), LIMITS) is ErrorCode.RUN_INACTIVE
     third = open_default_run(store, now, run_id="run-3")
     assert store.close_run("run-3") == evolve(third, status=RunStatus.CLOSED)
-    assert store.create(request(now, run_id="run-3"), LIMITS) is ErrorCode.RUN_INACTIVE
+    assert store.create(request(run_id="run-3"), LIMITS) is ErrorCode.RUN_INACTIVE
     assert store.calls(RUN) == ("a", "b")
 
 
@@ -261,14 +271,14 @@ def test_begin_codes_come_last(make_driver: MakeDriver, clock: FakeClock) -> Non
     """CIS-ID-2, CIS-ID-3, CIS-ID-6, CIS-SIZE-5: bad ids, oversized records: nothing, after run checks."""
     store = make_driver(clock)
     now = clock()
-    assert store.create(request(now, "bad id"), LIMITS) is ErrorCode.RUN_INACTIVE  # the run comes first
+    assert store.create(request("bad id"), LIMITS) is ErrorCode.RUN_INACTIVE  # the run comes first
     open_default_run(store, now, tool_call_budget=5)
-    assert store.create(request(now, "bad id"), LIMITS) is ErrorCode.UNSAFE_TOOL_CALL_ID
-    assert store.create(request(now, "call{1}"), LIMITS) is ErrorCode.UNSAFE_TOOL_CALL_ID
-    assert store.create(request(now, "   "), LIMITS) is ErrorCode.MISSING_TOOL_CALL_ID
-    assert store.create(request(now, ""), LIMITS) is ErrorCode.MISSING_TOOL_CALL_ID
+    assert store.create(request("bad id"), LIMITS) is ErrorCode.UNSAFE_TOOL_CALL_ID
+    assert store.create(request("call{1}"), LIMITS) is ErrorCode.UNSAFE_TOOL_CALL_ID
+    assert store.create(request("   "), LIMITS) is ErrorCode.MISSING_TOOL_CALL_ID
+    assert store.create(request(""), LIMITS) is ErrorCode.MISSING_TOOL_CALL_ID
     tight = Limits(record_bytes=40)
-    assert store.create(request(now, "call_2", arguments='{"q": "' + "y" * 40 + '"}'), tight) is (
+    assert store.create(request("call_2", arguments='{"q": "' + "y" * 40 + '"}'), tight) is (
         ErrorCode.REQUEST_TOO_LARGE
     )
     assert store.calls(RUN) == ()
@@ -283,7 +293,7 @@ def test_sequence_counts_admissions(make_driver: MakeDriver, clock: FakeClock) -
     open_default_run(store, clock())
     texts = ['{"a": 1}', '{"b": "é"}', '{"c": "日本"}']
     for index, text in enumerate(texts, start=1):
-        record = admitted(store, request(clock(), f"c{index}", arguments=text))
+        record = admitted(store, request(f"c{index}", arguments=text))
         assert record.sequence == index
     run = store.get_run(RUN)
     assert run is not None
@@ -298,7 +308,7 @@ def test_complete_writes_replays_and_refuses(make_driver: MakeDriver, clock: Fak
     """CIS-STORE-3, CIS-RETRY-2, CIS-LIFE-3, CIS-REC-5: CAS writes once, replays, refuses a change."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     clock.advance(10)
     done = ready(record, clock())
     assert store.complete(record, done) == done
@@ -319,7 +329,7 @@ def test_complete_of_another_invocation_or_absent_record(make_driver: MakeDriver
     """CIS-STORE-3, CIS-LIFE-2: a stale token or a missing record is INVALID_TRANSITION and writes nothing."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     impostor = evolve(record, invocation_token="not-the-token")
     assert store.complete(impostor, ready(impostor, clock())) is ErrorCode.INVALID_TRANSITION
     assert store.get(RUN, "call_1") == record
@@ -335,7 +345,7 @@ def test_complete_rejects_identity_changes(make_driver: MakeDriver, clock: FakeC
     """CIS-LIFE-6, CIS-KERN-2: an ``after`` that changes identity or expiry is a programming error."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     for change in ({"expires_at_ms": record.expires_at_ms + 1}, {"request_json": "{}"}, {"sequence": 9}):
         with pytest.raises(ValueError):
             store.complete(record, evolve(ready(record, clock()), **change))
@@ -346,7 +356,7 @@ def test_two_step_completion_and_error_paths(make_driver: MakeDriver, clock: Fak
     """CIS-LIFE-1, CIS-FAIL-6, CIS-SIZE-3, CIS-EVID-3: raw, then READY; ERROR keeps or drops raw."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock(), "two-step"))
+    record = admitted(store, request("two-step"))
     raw = with_raw(record, clock() + 1)
     assert store.complete(record, raw) == raw
     assert store.completed(RUN) == ()  # PROJECTING is not completed
@@ -354,14 +364,14 @@ def test_two_step_completion_and_error_paths(make_driver: MakeDriver, clock: Fak
     assert store.complete(raw, negative) == negative
     assert store.get(RUN, "two-step") == negative
     # Projection failure keeps the raw response (harness-only).
-    second = admitted(store, request(clock(), "proj-fail"))
+    second = admitted(store, request("proj-fail"))
     with_raw_second = with_raw(second, clock())
     kept = failed(with_raw_second, clock() + 3, ErrorCode.PROJECTION_FAILED)
     assert store.complete(second, kept) == kept
     assert store.get(RUN, "proj-fail") == kept
     assert kept.raw_response is not None
     # An oversized raw response is dropped whole: the record holds no raw at all.
-    third = admitted(store, request(clock(), "too-big"))
+    third = admitted(store, request("too-big"))
     tiny = Limits(raw_bytes=4)
     dropped = transition(third, RawReceived(raw_response="12345", now_ms=clock()), tiny)
     assert isinstance(dropped, CanonicalRecord)
@@ -379,7 +389,7 @@ def test_a_stale_before_still_lands_on_after(make_driver: MakeDriver, clock: Fak
     """CIS-STORE-3, CIS-STORE-8: the kernel's WRITE decision makes the stored record exactly ``after``."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     first_raw = with_raw(record, clock() + 1, raw="first raw response")
     assert store.complete(record, first_raw) == first_raw
     # The caller completes again from a before holding another raw of another size.
@@ -393,7 +403,7 @@ def test_completion_charges_stored_bytes(make_driver: MakeDriver, clock: FakeClo
     """CIS-RUN-6: a completion charges the bytes it stored to the run's byte budget."""
     store = make_driver(clock)
     open_default_run(store, clock(), byte_budget=200)
-    record = admitted(store, request(clock(), arguments='{"q": 1}'))
+    record = admitted(store, request(arguments='{"q": 1}'))
     before = store.get_run(RUN)
     assert before is not None
     done = ready(record, clock(), raw="r" * 100, content="c" * 10, scope="s" * 5)
@@ -401,7 +411,7 @@ def test_completion_charges_stored_bytes(make_driver: MakeDriver, clock: FakeClo
     after = store.get_run(RUN)
     assert after is not None
     assert after.bytes_used == before.bytes_used + record_bytes(done) - record_bytes(record)
-    assert store.create(request(clock(), "next", arguments='{"q": "' + "z" * 80 + '"}'), LIMITS) is (
+    assert store.create(request("next", arguments='{"q": "' + "z" * 80 + '"}'), LIMITS) is (
         ErrorCode.RUN_BYTES_EXHAUSTED
     )
 
@@ -414,11 +424,11 @@ def test_get_many_in_one_call(make_driver: MakeDriver, clock: FakeClock) -> None
     store = make_driver(clock)
     open_default_run(store, clock())
     open_default_run(store, clock(), run_id="run-2")
-    first = admitted(store, request(clock(), "a"))
-    second = admitted(store, request(clock(), "b"))
+    first = admitted(store, request("a"))
+    second = admitted(store, request("b"))
     done = ready(second, clock())
     store.complete(second, done)
-    admitted(store, request(clock(), "c", run_id="run-2"))
+    admitted(store, request("c", run_id="run-2"))
     found = store.get_many(RUN, ["b", "a", "missing", "c", "bad id", "a"])
     assert dict(found) == {"b": done, "a": first, "missing": None, "c": None, "bad id": None}
     lean = store.get_many(RUN, ["b", "a"], include_raw=False)
@@ -431,7 +441,7 @@ def test_ttl_is_set_once_and_never_extended(make_driver: MakeDriver, clock: Fake
     """CIS-TTL-1, CIS-TTL-2, CIS-TTL-5: remaining TTL is positive after each step and never grows."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     assert record.expires_at_ms == clock() + TTL_MS
     seen = [store.ttl_remaining_ms(RUN, "call_1")]
     for _ in range(3):
@@ -460,8 +470,8 @@ def test_an_expired_record_is_absent_and_never_recreated(make_driver: MakeDriver
     """CIS-TTL-4, CIS-STORE-4: past expiry (injected clock) a record is absent; a late CAS writes nothing."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
-    other = admitted(store, request(clock(), "other"))
+    record = admitted(store, request())
+    other = admitted(store, request("other"))
     late_ready = ready(record, record.expires_at_ms - 1)  # decided just in time, delivered late
     late_error = failed(other, other.expires_at_ms - 1, ErrorCode.EXECUTION_TIMEOUT)
     clock.now = record.expires_at_ms
@@ -478,10 +488,10 @@ def test_an_expired_key_can_be_admitted_again(make_driver: MakeDriver, clock: Fa
     """CIS-TTL-4, CIS-TTL-1: once expired, the key is absent: a new invocation gets a fresh record and TTL."""
     store = make_driver(clock)
     open_default_run(store, clock(), ttl_ms=1_000)
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     late = ready(record, record.expires_at_ms - 1)
     clock.now = record.expires_at_ms
-    again = admitted(store, request(clock()))
+    again = admitted(store, request())
     assert again.sequence == 2
     assert again.expires_at_ms == clock() + 1_000
     assert store.get(RUN, "call_1") == again
@@ -506,14 +516,15 @@ def test_unsafe_ids_read_as_absent(make_driver: MakeDriver, clock: FakeClock) ->
 
 
 def test_eight_concurrent_creates_race_for_one_key(make_driver: MakeDriver, clock: FakeClock) -> None:
-    """CIS-ID-5, CIS-STORE-2, CIS-STORE-4: 8 threads (or tasks) create one key: one wins, 7 are duplicates."""
+    """CIS-ID-5, CIS-STORE-2, CIS-STORE-4: 8 threads (or tasks) create one key: one wins, 7 are refused
+    as CALL_IN_PROGRESS (the winner's record is PROJECTING)."""
     store = make_driver(clock)
     open_default_run(store, clock())
-    requests = [request(clock(), "contended", arguments=f'{{"worker": {index}}}') for index in range(8)]
+    requests = [request("contended", arguments=f'{{"worker": {index}}}') for index in range(8)]
     results = store.concurrently([lambda s, req=req: s.create(req, LIMITS) for req in requests])
     winners = [result for result in results if isinstance(result, Admission)]
     assert len(winners) == 1
-    assert results.count(ErrorCode.DUPLICATE_TOOL_CALL) == 7
+    assert results.count(ErrorCode.CALL_IN_PROGRESS) == 7
     assert store.get(RUN, "contended") == winners[0].record
     run = store.get_run(RUN)
     assert run is not None
@@ -524,7 +535,7 @@ def test_budget_race_creates_exactly_k(make_driver: MakeDriver, clock: FakeClock
     """CIS-RUN-5: 8 threads (or tasks) on a run with budget 3 create exactly 3; 5 TOOL_BUDGET_EXHAUSTED."""
     store = make_driver(clock)
     open_default_run(store, clock(), tool_call_budget=3)
-    requests = [request(clock(), f"call_{index}") for index in range(8)]
+    requests = [request(f"call_{index}") for index in range(8)]
     results = store.concurrently([lambda s, req=req: s.create(req, LIMITS) for req in requests])
     winners = [result for result in results if isinstance(result, Admission)]
     assert len(winners) == 3
@@ -537,7 +548,7 @@ def test_large_raw_responses_are_kept_whole(make_driver: MakeDriver, clock: Fake
     """CIS-REC-3, CIS-SIZE-1, CIS-RETRY-2: a 300 KiB raw response is kept whole, replayed, not overwritten."""
     store = make_driver(clock)
     open_default_run(store, clock(), byte_budget=10_000_000)
-    record = admitted(store, request(clock(), "big"))
+    record = admitted(store, request("big"))
     raw = "é" + "r" * (300 * 1024) + "日"
     with_big = with_raw(record, clock() + 1, raw=raw)
     assert store.complete(record, with_big) == with_big
@@ -549,7 +560,7 @@ def test_large_raw_responses_are_kept_whole(make_driver: MakeDriver, clock: Fake
     assert store.get(RUN, "big") == done
     assert dict(store.get_many(RUN, ["big"])) == {"big": done}
     # A stale before whose big raw differs from the stored one still lands on after.
-    second = admitted(store, request(clock(), "big-2"))
+    second = admitted(store, request("big-2"))
     first_raw = with_raw(second, clock() + 1, raw="a" * 40_000)
     assert store.complete(second, first_raw) == first_raw
     other_raw = with_raw(second, clock() + 2, raw="b" * 50_000)
@@ -572,7 +583,7 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
     client = store.redis_client
     assert client is not None
     open_default_run(store, clock())
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     key = call_key(store.prefix, RUN, "call_1")
     good = dict(client.hgetall(key))
     reads: list[Callable[[], object]] = [
@@ -584,7 +595,7 @@ def test_a_foreign_record_is_never_served(make_redis_driver: MakeDriver, clock: 
         (b"run_id", b"run-2", "IdentityMismatch"),
         (b"tool_call_id", b"call_2", "IdentityMismatch"),
         (b"sequence", b"one", "CorruptInteger"),
-        (b"status", b"DONE", "ValueError"),
+        (b"status", b"DONE", "CorruptRecord"),  # no such status: a record that does not decode
         (b"status", b"READY", "CorruptRecord"),  # READY without evidence: no transition makes it
         (b"unexpected", b"x", "CorruptRecord"),
     ):
@@ -618,14 +629,14 @@ def test_tool_call_budget_edges(make_driver: MakeDriver, clock: FakeClock) -> No
     budget = 3
     run = open_default_run(store, clock(), tool_call_budget=budget)
     for index in range(1, budget + 1):
-        req = request(clock(), f"call_{index}")
-        expected = admit(run, None, req, LIMITS)
+        req = request(f"call_{index}")
+        expected = admit(run, None, req, LIMITS, clock())
         assert isinstance(expected, Admission)
         assert store.create(req, LIMITS) == expected
         run = expected.run
         assert (run.tool_calls_used, expected.record.sequence) == (index, index)
-    refused = request(clock(), "call_over")
-    assert admit(run, None, refused, LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
+    refused = request("call_over")
+    assert admit(run, None, refused, LIMITS, clock()) is ErrorCode.TOOL_BUDGET_EXHAUSTED
     assert store.create(refused, LIMITS) is ErrorCode.TOOL_BUDGET_EXHAUSTED
     assert store.get_run(RUN) == run
     assert store.get(RUN, "call_over") is None
@@ -645,10 +656,10 @@ def test_run_byte_budget_edges(
     first = '{"a": 1}'
     need = utf8_len(first) + utf8_len(arguments)
     run = open_default_run(store, clock(), byte_budget=need + spare)
-    spent = store.create(request(clock(), "first", arguments=first), LIMITS)
+    spent = store.create(request("first", arguments=first), LIMITS)
     assert isinstance(spent, Admission)
-    req = request(clock(), "edge", arguments=arguments)
-    expected = admit(spent.run, None, req, LIMITS)
+    req = request("edge", arguments=arguments)
+    expected = admit(spent.run, None, req, LIMITS, clock())
     assert store.create(req, LIMITS) == expected
     if admitted_too:
         assert isinstance(expected, Admission)
@@ -658,8 +669,8 @@ def test_run_byte_budget_edges(
         assert store.get_run(RUN) == spent.run
     current = store.get_run(RUN)
     assert current is not None
-    more = request(clock(), "more", arguments="{}")
-    expected_more = admit(current, None, more, LIMITS)
+    more = request("more", arguments="{}")
+    expected_more = admit(current, None, more, LIMITS, clock())
     assert store.create(more, LIMITS) == expected_more
     assert (expected_more is ErrorCode.RUN_BYTES_EXHAUSTED) is (spare >= 0)  # 2 bytes never fit then
 
@@ -671,15 +682,15 @@ def test_a_one_byte_completion_is_charged(make_driver: MakeDriver, clock: FakeCl
     arguments = '{"a": 1}'
     size = utf8_len(arguments)
     open_default_run(store, clock(), byte_budget=size + 1 + size + spare)
-    record = admitted(store, request(clock(), "a", arguments=arguments))
+    record = admitted(store, request("a", arguments=arguments))
     one_byte = with_raw(record, clock(), raw="x")
     assert record_bytes(one_byte) == record_bytes(record) + 1
     assert store.complete(record, one_byte) == one_byte
     run = store.get_run(RUN)
     assert run is not None
     assert run.bytes_used == size + 1
-    req = request(clock(), "b", arguments=arguments)
-    expected = admit(run, None, req, LIMITS)
+    req = request("b", arguments=arguments)
+    expected = admit(run, None, req, LIMITS, clock())
     assert store.create(req, LIMITS) == expected
     assert isinstance(expected, Admission) is (spare >= 0)
 
@@ -689,7 +700,7 @@ def test_a_completion_is_never_refused_for_the_byte_budget(make_driver: MakeDriv
     store = make_driver(clock)
     arguments = '{"a": 1}'
     open_default_run(store, clock(), byte_budget=utf8_len(arguments))
-    record = admitted(store, request(clock(), "a", arguments=arguments))
+    record = admitted(store, request("a", arguments=arguments))
     done = ready(record, clock(), raw="r" * 50, content="c" * 7, scope="s" * 3)
     assert store.complete(record, done) == done
     run = store.get_run(RUN)
@@ -703,11 +714,11 @@ def test_whole_record_limit_edges_at_creation(make_driver: MakeDriver, clock: Fa
     """CIS-SIZE-5, CIS-ID-6: a new record of record_bytes - 1, exactly, or + 1 bytes against the limit."""
     store = make_driver(clock)
     run = open_default_run(store, clock())
-    req = request(clock(), "call_1", arguments='{"q": "日本"}')
-    probe = admit(run, None, req, LIMITS)
+    req = request("call_1", arguments='{"q": "日本"}')
+    probe = admit(run, None, req, LIMITS, clock())
     assert isinstance(probe, Admission)
     limits = Limits(record_bytes=record_bytes(probe.record) + spare)
-    expected = admit(run, None, req, limits)
+    expected = admit(run, None, req, limits, clock())
     assert store.create(req, limits) == expected
     assert (expected is ErrorCode.REQUEST_TOO_LARGE) is (spare < 0)
     assert store.calls(RUN) == (() if spare < 0 else ("call_1",))
@@ -725,13 +736,13 @@ def test_raw_and_agent_result_limit_edges(make_driver: MakeDriver, clock: FakeCl
     open_default_run(store, clock())
     limit = 12
     limits = Limits(raw_bytes=limit, agent_result_bytes=limit)
-    raw_case = admitted(store, request(clock(), "raw"))
+    raw_case = admitted(store, request("raw"))
     raw_after = transition(raw_case, RawReceived(raw_response="é" * 6 + "x" * spare, now_ms=clock()), limits)
     assert isinstance(raw_after, CanonicalRecord)
     assert store.complete(raw_case, raw_after) == raw_after
     assert store.get(RUN, "raw") == raw_after
     assert (raw_after.status is InvocationStatus.ERROR) is (spare > 0)
-    result_record = admitted(store, request(clock(), "result"))
+    result_record = admitted(store, request("result"))
     result_case = with_raw(result_record, clock())
     assert store.complete(result_record, result_case) == result_case
     content = "c" * (limit - 3 + spare)  # with the 3-byte scope: limit + spare bytes
@@ -748,10 +759,10 @@ def test_deadline_edges(make_driver: MakeDriver, clock: FakeClock) -> None:
     store = make_driver(clock)
     run = open_default_run(store, clock(), deadline_in_ms=1_000)
     clock.now = run.deadline_ms - 1
-    assert isinstance(store.create(request(clock(), "just_in_time"), LIMITS), Admission)
+    assert isinstance(store.create(request("just_in_time"), LIMITS), Admission)
     for now in (run.deadline_ms, run.deadline_ms + 1):
         clock.now = now
-        assert store.create(request(clock(), f"late_{now}"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+        assert store.create(request(f"late_{now}"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
     assert store.calls(RUN) == ("just_in_time",)
 
 
@@ -759,7 +770,7 @@ def test_record_and_run_expiry_edges(make_driver: MakeDriver, clock: FakeClock) 
     """CIS-TTL-4, CIS-RUN-3: live at expiry - 1 ms (1 ms left, still completable); absent at expiry."""
     store = make_driver(clock)
     run = open_default_run(store, clock(), ttl_ms=5_000, deadline_in_ms=1_000)
-    record = admitted(store, request(clock()))
+    record = admitted(store, request())
     clock.now = record.expires_at_ms - 1
     assert store.get(RUN, "call_1") == record
     assert store.ttl_remaining_ms(RUN, "call_1") == 1
@@ -808,7 +819,7 @@ def test_a_refusal_the_kernel_would_not_make_is_caught(
         assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
     record = None
     if fault in ("reopen-counts", "write-refused", "replay-refused"):
-        record = admitted(store, request(clock(), arguments=arguments))
+        record = admitted(store, request(arguments=arguments))
     done = None if record is None else ready(record, clock())
     if fault == "replay-refused":
         assert store.complete(record, done) == done  # the write itself; its retry is refused
@@ -820,7 +831,7 @@ def test_a_refusal_the_kernel_would_not_make_is_caught(
         "write-refused": lambda: store.complete(record, done),  # type: ignore[arg-type]
         "replay-refused": lambda: store.complete(record, done),  # type: ignore[arg-type]
     }
-    operation = operations.get(fault, lambda: store.create(request(clock(), arguments=arguments), LIMITS))
+    operation = operations.get(fault, lambda: store.create(request(arguments=arguments), LIMITS))
     with pytest.raises(StoreUnavailableError) as caught:
         operation()
     assert caught.value.cause == "KernelDisagrees"
@@ -837,8 +848,7 @@ def test_completion_order_is_kept_and_facts_follow_it(make_driver: MakeDriver, c
     store = make_driver(clock)
     open_default_run(store, clock())
     records = {
-        name: admitted(store, request(clock(), name, tool_name=f"tool_{name}"))
-        for name in ("a", "b", "c", "d")
+        name: admitted(store, request(name, tool_name=f"tool_{name}")) for name in ("a", "b", "c", "d")
     }
     order = ("c", "a", "d", "b")
     finals = {}
@@ -881,7 +891,7 @@ def test_a_failed_completion_leaves_no_key_without_a_ttl(
     client = store.redis_client
     assert client is not None
     open_default_run(store, clock(), byte_budget=10_000_000)
-    record = admitted(store, request(clock(), "staged"))
+    record = admitted(store, request("staged"))
     big = "z" * (STAGE_ABOVE_BYTES + 1)
     with pytest.raises(StoreUnavailableError):
         store.complete(record, ready(record, clock(), raw=big))
@@ -908,9 +918,9 @@ def test_raw_sizes_measure_raw_responses_without_reading_them(
     (inline or staged alike); a record without one, an unknown id and an unsafe id are None."""
     store = make_redis_driver(clock)
     open_default_run(store, clock())
-    small = admitted(store, request(clock(), "call_1"))
-    large = admitted(store, request(clock(), "call_2"))
-    admitted(store, request(clock(), "call_3"))
+    small = admitted(store, request("call_1"))
+    large = admitted(store, request("call_2"))
+    admitted(store, request("call_3"))
     raw_small = '{"city": "Zürich"}'
     raw_large = "é" * STAGE_ABOVE_BYTES  # over the staging threshold: renamed into place
     assert store.complete(small, ready(small, clock(), raw=raw_small)) == ready(small, clock(), raw=raw_small)

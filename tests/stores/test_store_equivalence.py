@@ -86,7 +86,7 @@ def _step(
 
         name = "end_run"
     elif op in (2, 3, 4):
-        req = request(now, tcid, run_id=run, invocation_token=rng.choice(TOKENS), arguments='{"n": 1}')
+        req = request(tcid, run_id=run, invocation_token=rng.choice(TOKENS), arguments='{"n": 1}')
 
         def calls(store: InvocationStore) -> object:
             return store.create(req, LIMITS)

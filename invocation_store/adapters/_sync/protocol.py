@@ -51,9 +51,13 @@ class InvocationStore(Protocol):
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         """Admit and create the PROJECTING record atomically (CIS-PRE-8, CIS-STORE-2).
 
-        Returns the kernel's Admission (``replayed`` for a retried create of the same
-        invocation token) or RUN_INACTIVE, RUN_DEADLINE_EXCEEDED,
-        DUPLICATE_TOOL_CALL, TOOL_BUDGET_EXHAUSTED, RUN_BYTES_EXHAUSTED.
+        Decided by kernel ``admit`` at the store's own clock, read inside the atomic
+        step (CIS-STORE-10), applying every effect of the returned Admission. Returns it
+        (``replayed`` for a retried create of the same invocation token) or
+        RUN_INACTIVE, RUN_MISMATCH, RUN_DEADLINE_EXCEEDED, a duplicate's fate code
+        (DUPLICATE_TOOL_CALL, CALL_IN_PROGRESS, STALE_PROJECTION,
+        DURABILITY_NOT_REACHED: kernel ``duplicate_code``), TOOL_BUDGET_EXHAUSTED,
+        INVALID_ARGUMENTS, RUN_BYTES_EXHAUSTED or REQUEST_TOO_LARGE.
         """
         ...
 

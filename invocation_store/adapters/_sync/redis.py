@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 
 import redis
 import redis.cluster
-from attrs import evolve
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+from ..._deadline import operation_deadline, retry_allowed
 from ...kernel import (
     PROGRESS_FIELDS,
     Admission,
@@ -40,17 +40,19 @@ from ...kernel import (
     live,
 )
 from .. import _redis_core as core
-from .._protocol import StoreUnavailableError
+from .._protocol import CorruptRecordError, StoreUnavailableError
 from .._redis_common import (
     DEFAULT_OPTIONS,
     DEFAULT_PREFIX,
     FAILURES,
     LOG,
     bad_url,
-    check_old_version,
+    is_hello_failure,
     max_lag,
     nonce,
+    old_version_error,
     raise_first_error,
+    report_corrupt,
     report_failure,
     resp2_connection,
     server_ms,
@@ -58,6 +60,7 @@ from .._redis_common import (
 )
 from .._redis_flavour import Command, RedisFlavour, Send
 from .._redis_keys import call_key, done_key, run_key
+from .._redis_reads import MAX_ATTEMPTS, corrupt_cause, decide_snapshot, snapshot_commands
 from .._redis_retry import DEFAULT_RETRY, TRANSIENT, RetryPolicy
 from .._redis_scripts import (
     COMPLETE_SCRIPT,
@@ -67,7 +70,14 @@ from .._redis_scripts import (
     PROGRESS_SCRIPT,
     RUN_FIELDS,
 )
-from .._redis_server import Durability, check_commands, judge_server
+from .._redis_server import (
+    POLICY_CHECK_INTERVAL_MS,
+    Durability,
+    UnsupportedRedisError,
+    check_commands,
+    judge_policy,
+    judge_server,
+)
 from ..memory import wall_clock_ms
 
 __all__ = ["RedisStore"]
@@ -123,6 +133,8 @@ class RedisStore:
         self._max_lag = max_lag(max_lag_ms, injected_clock=clock is not None)
         self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
+        self._checked = False  # the first check_server passed once (replicas are counted then only)
+        self._policy_checked = 0.0  # time.monotonic() of the last maxmemory-policy reading
         self._cluster = isinstance(client, redis.cluster.RedisCluster)
         if self._cluster and self._durability.waits and not RedisFlavour.WAITS_ON_CLUSTER:
             raise ValueError("a durability mode that waits is not supported on an asyncio cluster client")
@@ -151,11 +163,14 @@ class RedisStore:
 
         ``options`` go to ``redis.Redis.from_url`` (timeouts, retries, TLS); socket
         and connect timeouts default to :data:`DEFAULT_TIMEOUT_S` seconds rather than
-        redis-py's "wait forever". Raises ``ValueError`` (without the URL, which may
-        hold a password) if redis-py cannot parse ``url``. No connection is made
+        redis-py's "wait forever", and redis-py's own retries are off (``retry``), so
+        that ``retry_policy`` alone bounds the wait (CIS-DUR-4): a client given to the
+        constructor keeps its own retries, each of which multiplies one round trip.
+        Raises ``ValueError`` (without the URL, which may hold a password) if redis-py
+        cannot parse ``url``. No connection is made
         until the first operation.
         """
-        options = {**DEFAULT_OPTIONS, **options}
+        options = {**DEFAULT_OPTIONS, "retry": RedisFlavour.no_retry(), **options}
         try:
             client = redis.Redis.from_url(url, **options)
         except (ValueError, TypeError, redis.RedisError):
@@ -203,6 +218,42 @@ class RedisStore:
             *checks,
             *(("SCRIPT LOAD", script.script) for script in scripts),
         )
+        failure: StoreUnavailableError | None = None
+        try:
+            for replies in self._on_every_node(commands):
+                judge_server(
+                    replies[: len(checks)],
+                    durability=self._durability,
+                    allow_eviction=self._allow_eviction,
+                    first=not self._checked,
+                )
+                raise_first_error(replies)
+        except StoreUnavailableError as exc:  # a refusal: the message names what to change
+            report_failure("check_server", exc)
+            failure = exc
+        except (redis.ResponseError, redis.ConnectionError) as exc:
+            old = None if self._cluster else self._old_server(self._client)  # type: ignore[arg-type]
+            failure = old or StoreUnavailableError(report_failure("check_server", exc))
+        except FAILURES as exc:
+            failure = StoreUnavailableError(report_failure("check_server", exc))
+        if failure is not None:
+            raise failure
+        self._ready = self._checked = True
+        self._policy_checked = time.monotonic()
+        if self._max_lag is not None:
+            try:
+                self._calibrate()
+            except FAILURES as exc:
+                self._ready = False
+                failure = StoreUnavailableError(report_failure("check_server", exc))
+            if failure is not None:
+                raise failure
+
+    def _on_every_node(self, commands: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+        """``commands`` pipelined on the server, or on every primary of a cluster: replies per node.
+
+        Error replies are values (``raise_on_error=False``); resent within the retry budget.
+        """
         client = self._client
 
         def pipelined(node: redis.Redis) -> list[Any]:
@@ -212,59 +263,65 @@ class RedisStore:
                 queue(*command)
             return pipe.execute(raise_on_error=False)
 
-        try:
-            if isinstance(client, redis.cluster.RedisCluster):
-                cluster = client
-                every_node = self._io(
-                    lambda: RedisFlavour.on_primaries(cluster, pipelined, commands),
-                )
-            else:
-                single = client
-                every_node = [self._io(lambda: pipelined(single))]
-            for replies in every_node:
-                judge_server(
-                    replies[: len(checks)], durability=self._durability, allow_eviction=self._allow_eviction
-                )
-                raise_first_error(replies)
-        except (redis.ResponseError, redis.ConnectionError) as exc:
-            if not isinstance(client, redis.cluster.RedisCluster):
-                self._refuse_old_resp2(client)
-            cause = report_failure("check_server", exc)
-        except FAILURES as exc:
-            cause = report_failure("check_server", exc)
-        else:
-            self._ready = True
-            if self._max_lag is not None:
-                try:
-                    self._calibrate()
-                except FAILURES as exc:
-                    self._ready = False
-                    raise StoreUnavailableError(report_failure("check_server", exc)) from None
+        if isinstance(client, redis.cluster.RedisCluster):
+            cluster = client
+            return self._io(lambda: RedisFlavour.on_primaries(cluster, pipelined, commands))
+        single = client
+        return [self._io(lambda: pipelined(single))]
+
+    def _check_drift(self, *, at_open: bool) -> None:
+        """Before a write: check the server once, then read ``maxmemory-policy`` again on a schedule.
+
+        At every run open (``at_open``) and before a create when the last reading is at
+        least :data:`POLICY_CHECK_INTERVAL_MS` old, one ``INFO memory`` per primary: an
+        evicting policy set on the running server (``CONFIG SET``) raises
+        :class:`UnsafeServerError` naming it, and the store checks the whole server again
+        before its next write (CIS-DUR-3). So a changed policy admits creates for at
+        most that interval, and no run opens under it.
+        """
+        if not self._ready:
+            self.check_server()
             return
-        raise StoreUnavailableError(cause)
+        if not at_open and time.monotonic() - self._policy_checked < POLICY_CHECK_INTERVAL_MS / 1000:
+            return
+        failure: StoreUnavailableError | None = None
+        try:
+            for replies in self._on_every_node((("INFO", "memory"),)):
+                raise_first_error(replies)
+                judge_policy(replies[0], allow_eviction=self._allow_eviction, drifted=True)
+        except StoreUnavailableError as exc:
+            self._ready = False
+            report_failure("check_server", exc)
+            failure = exc
+        except FAILURES as exc:
+            failure = StoreUnavailableError(report_failure("check_server", exc))
+        if failure is not None:
+            raise failure
+        self._policy_checked = time.monotonic()
 
     @staticmethod
-    def _refuse_old_resp2(client: redis.Redis) -> None:
-        """After a failed check: ask the version over RESP2 and refuse a server below 6.2.
+    def _old_server(client: redis.Redis) -> UnsupportedRedisError | None:
+        """After a failure: ask the version over RESP2; the error for a server below 6.2, else None.
 
-        A client built with ``protocol=3`` opens every connection with ``HELLO 3``,
-        which a Redis 5 server refuses before any command can ask its version.
+        A client speaking RESP3 (``protocol=3``, or no protocol with redis-py >= 8)
+        opens every connection with ``HELLO 3``, which a Redis 5 server refuses before
+        any command can ask its version (CIS-DUR-8).
         """
         try:
             connection = resp2_connection(client.connection_pool)
         except FAILURES:
-            return
+            return None
         if connection is None:
-            return
+            return None
         try:
             connection.connect()
             connection.send_command("INFO", "server")
             reply = connection.read_response()
         except FAILURES:
-            return
+            return None
         finally:
             connection.disconnect()
-        check_old_version(reply)
+        return old_version_error(reply)
 
     # -- runs --------------------------------------------------------------------------
 
@@ -289,33 +346,36 @@ class RedisStore:
         )
         if isinstance(plan, ErrorCode):
             return plan
-        self.check_server()
-        try:
-            if self._durability.waits:
-                return self._durable_open(plan, now)
-            reply = core.refuse_corrupt(
-                self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
-            )
-            return core.finish_open(plan, reply, now)
-        except FAILURES as exc:
-            cause = report_failure("open_run", exc)
-        raise StoreUnavailableError(cause)
+        with operation_deadline(self._retry.budget_ms):
+            self._check_drift(at_open=True)
+            try:
+                if self._durability.waits:
+                    return self._durable_open(plan, now)
+                reply = core.refuse_corrupt(
+                    self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
+                )
+                return core.finish_open(plan, reply, now)
+            except FAILURES as exc:
+                failure = self._failure("open_run", exc)
+        raise failure
 
     def _end_run(self, run_id: str, cancel: bool) -> RunState | ErrorCode:
         planned = core.plan_end_run(self._prefix, run_id, cancel)
         if planned is None:
             return ErrorCode.RUN_INACTIVE
-        self.check_server()
-        now = self._clock()
-        key, target = planned
-        try:
-            reply = core.refuse_corrupt(
-                self._io(lambda: self._end(keys=(key,), args=(str(now), target), client=self._client))
-            )
-            return core.finish_end_run(run_id, cancel, reply, now)
-        except FAILURES as exc:
-            cause = report_failure("end_run", exc)
-        raise StoreUnavailableError(cause)
+        with operation_deadline(self._retry.budget_ms):
+            self.check_server()
+            now = self._clock()
+            key, target = planned
+            try:
+                args = (str(now), target)
+                reply = core.refuse_corrupt(
+                    self._io(lambda: self._end(keys=(key,), args=args, client=self._client))
+                )
+                return core.finish_end_run(run_id, cancel, reply, now)
+            except FAILURES as exc:
+                failure = self._failure("end_run", exc)
+        raise failure
 
     def cancel_run(self, run_id: str) -> RunState | ErrorCode:
         """ACTIVE -> CANCELLED (kernel ``cancel_run``); RUN_INACTIVE or INVALID_TRANSITION (CIS-RUN-2)."""
@@ -329,13 +389,14 @@ class RedisStore:
         """The run's state (one HMGET), or None if unknown or lapsed by the store clock."""
         if not is_safe_id(run_id):
             return None
+        key = run_key(self._prefix, run_id)
         try:
-            values = self._client.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
+            values = self._io(lambda: self._client.hmget(key, RUN_FIELDS))
             run = core.decode_run(values, run_id)
             return live(run, self._clock())
         except FAILURES as exc:
-            cause = report_failure("get_run", exc)
-        raise StoreUnavailableError(cause)
+            failure = self._failure("get_run", exc)
+        raise failure
 
     # -- records -----------------------------------------------------------------------
 
@@ -346,39 +407,44 @@ class RedisStore:
         the same invocation token, CIS-RETRY-2) or RUN_INACTIVE,
         RUN_DEADLINE_EXCEEDED, DUPLICATE_TOOL_CALL, TOOL_BUDGET_EXHAUSTED,
         INVALID_ARGUMENTS, RUN_BYTES_EXHAUSTED or a Begin code. The record's TTL is
-        set once, here (CIS-TTL-1). Time is ``request.now_ms``.
+        set once, here (CIS-TTL-1). Time is the store's clock (CIS-STORE-10).
         """
-        plan = core.plan_create(self._prefix, request, limits)
+        plan = core.plan_create(self._prefix, request, limits, self._clock())
         if isinstance(plan, ErrorCode):
             return plan
-        if not self._ready:
-            self.check_server()
-        try:
-            for attempt in range(2):
-                command = self._timed(plan)
-                if self._durability.waits:
-                    reply, waited = self._io(
-                        functools.partial(self._send_waited, self._create, command),
-                    )
-                else:
-                    reply, waited = (
-                        self._io(functools.partial(self._evalsha, self._create, command)),
-                        None,
-                    )
-                if not core.is_late(reply):
-                    return self._finish_create(plan, reply, waited, limits)
-                if attempt:
-                    raise core.CorruptReplyError("ServerLag")
-                # The script started too late for its now: learn the offset again, resend with a fresh now.
-                LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
-                self._calibrate()
-                replanned = core.plan_create(self._prefix, evolve(plan.request, now_ms=self._clock()), limits)
-                if isinstance(replanned, ErrorCode):
-                    return replanned
-                plan = replanned
-        except FAILURES as exc:
-            cause = report_failure("create", exc)
-        raise StoreUnavailableError(cause)
+        with operation_deadline(self._retry.budget_ms):
+            self._check_drift(at_open=False)
+            try:
+                return self._create_planned(plan, limits)
+            except FAILURES as exc:
+                failure = self._failure("create", exc, request.run_id, request.tool_call_id)
+        raise failure
+
+    def _create_planned(self, plan: core.CreatePlan, limits: Limits) -> Admission | ErrorCode:
+        """Send the planned create (resent once with a fresh ``now`` after ``LATE``, CIS-DUR-11)."""
+        for attempt in range(2):
+            command = self._timed(plan)
+            if self._durability.waits:
+                reply, waited = self._io(
+                    functools.partial(self._send_waited, self._create, command),
+                )
+            else:
+                reply, waited = (
+                    self._io(functools.partial(self._evalsha, self._create, command)),
+                    None,
+                )
+            if not core.is_late(reply):
+                return self._finish_create(plan, reply, waited, limits)
+            if attempt:
+                raise core.CorruptReplyError("ServerLag")
+            # The script started too late for its now: learn the offset again, resend with a fresh now.
+            LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
+            self._calibrate()
+            replanned = core.plan_create(self._prefix, plan.request, limits, self._clock())
+            if isinstance(replanned, ErrorCode):
+                return replanned
+            plan = replanned
+        raise core.CorruptReplyError("ServerLag")  # pragma: no cover - the loop returns or raises
 
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
         """Compare-and-set ``before`` -> ``after`` in one script mirroring kernel ``decide_complete``.
@@ -392,20 +458,21 @@ class RedisStore:
         plan = core.plan_complete(self._prefix, before, after, now, nonce)
         if isinstance(plan, ErrorCode):
             return plan
-        if not self._ready:
-            self.check_server()
-        try:
-            reply = self._io(lambda: self._send_complete(plan.call))
-            result = core.finish_complete(plan, core.refuse_corrupt(reply))
-            if result is None:  # RESEND: the kept raw response was not the expected one
-                reply = self._io(lambda: self._send_complete(plan.resend))
+        with operation_deadline(self._retry.budget_ms):
+            if not self._ready:
+                self.check_server()
+            try:
+                reply = self._io(lambda: self._send_complete(plan.call))
                 result = core.finish_complete(plan, core.refuse_corrupt(reply))
-            if result is None:
-                raise core.CorruptReplyError("UnexpectedReply")
-            return result
-        except FAILURES as exc:
-            cause = report_failure("complete", exc)
-        raise StoreUnavailableError(cause)
+                if result is None:  # RESEND: the kept raw response was not the expected one
+                    reply = self._io(lambda: self._send_complete(plan.resend))
+                    result = core.finish_complete(plan, core.refuse_corrupt(reply))
+                if result is None:
+                    raise core.CorruptReplyError("UnexpectedReply")
+                return result
+            except FAILURES as exc:
+                failure = self._failure("complete", exc, before.run_id, before.tool_call_id)
+        raise failure
 
     def _durable_open(self, plan: core.OpenPlan, now: int) -> RunState | ErrorCode:
         """Open the run and wait for the durability mode in the same round trip (CIS-DUR-2)."""
@@ -423,7 +490,7 @@ class RedisStore:
         """The create's command, with the server time it should start by when lag is checked (CIS-DUR-11)."""
         if self._max_lag is None:
             return plan.command
-        return (*plan.command, str(plan.request.now_ms + self._offset_ms), str(self._max_lag))
+        return (*plan.command, str(plan.now_ms + self._offset_ms), str(self._max_lag))
 
     def _calibrate(self) -> None:
         """Measure server ``TIME`` minus the store clock (one round trip; a cluster: any node)."""
@@ -487,27 +554,53 @@ class RedisStore:
         raise core.CorruptReplyError("NoScript")
 
     def _io(self, send: Send[T]) -> T:
-        """``send()``, resent after a transient failure within the retry budget (CIS-DUR-4).
+        """``send()``, resent after a transient failure within the operation's deadline (CIS-DUR-4).
 
         See ``_redis_retry``: connection loss, timeouts, TRYAGAIN, MOVED/ASK,
         CLUSTERDOWN and READONLY are retried with backoff (safe: every write is
-        idempotent); the last failure is raised once the budget is spent.
+        idempotent, every read has no effect); anything else is raised at once. The
+        deadline is ``retry_policy.budget_ms`` from the start of the store operation,
+        or an enclosing caller's earlier one (``invocation_store._deadline``: the
+        boundary's completion retry), so a retry never starts after it; the last
+        failure is raised then, at most one round trip past the deadline.
         """
-        try:
-            return send()
-        except TRANSIENT as exc:
-            failure: Exception = exc
-        deadline = time.monotonic() + self._retry.budget_ms / 1000
-        for pause_ms in self._retry.pauses_ms():
-            if time.monotonic() + pause_ms / 1000 > deadline:
-                break
-            LOG.info("redis store: retrying after %s", type(failure).__name__)
-            RedisFlavour.sleep(pause_ms / 1000)
+        with operation_deadline(self._retry.budget_ms):
             try:
                 return send()
             except TRANSIENT as exc:
-                failure = exc
-        raise failure
+                failure: Exception = exc
+            for pause_ms in self._retry.pauses_ms():
+                if not retry_allowed(pause_ms / 1000):
+                    break
+                LOG.info("redis store: retrying after %s", type(failure).__name__)
+                RedisFlavour.sleep(pause_ms / 1000)
+                try:
+                    return send()
+                except TRANSIENT as exc:
+                    failure = exc
+            raise failure
+
+    def _failure(
+        self, operation: str, exc: BaseException, run_id: str = "", tool_call_id: str = ""
+    ) -> StoreUnavailableError:
+        """The error to raise for a failed operation (raise it outside the ``except`` block: no chaining).
+
+        A server that refused ``HELLO`` is asked its version over RESP2 and refused as
+        too old (:class:`UnsupportedRedisError`, CIS-DUR-8); a corrupt record of a
+        one-record operation is a :class:`CorruptRecordError` naming it (CIS-DUR-7);
+        anything else is a StoreUnavailableError naming the failure's type.
+        """
+        if is_hello_failure(exc) and not self._cluster:
+            old = self._old_server(self._client)  # type: ignore[arg-type]
+            if old is not None:
+                report_failure(operation, old)
+                return old
+        cause = corrupt_cause(exc) if tool_call_id else None
+        if cause is not None:
+            corrupt = {tool_call_id: cause}
+            report_corrupt(operation, run_id, corrupt)
+            return CorruptRecordError(run_id, corrupt)
+        return StoreUnavailableError(report_failure(operation, exc))
 
     def _evalsha(self, script: Script, command: tuple[bytes | str, ...]) -> object:
         """``EVALSHA <sha> <command>`` in one round trip; after NOSCRIPT, load the script and retry once.
@@ -558,60 +651,96 @@ class RedisStore:
         raise core.CorruptReplyError("NoScript")
 
     def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
-        """Read one record (HGETALL + GET of its raw response in one MULTI); None if absent or expired.
+        """Read one record and its raw response consistently, with read rights alone; None if absent/expired.
 
-        Never touches a TTL (CIS-TTL-5); expired by the store clock reads as absent
-        (CIS-TTL-4); a record of another run or call is STORE_UNAVAILABLE (CIS-STORE-6).
+        One pipelined round trip of plain ``@read`` commands, checked as a double
+        collect (``_redis_reads``: no ``MULTI``, no script, so a ``+@read`` user can
+        read, CIS-DUR-9). Never touches a TTL (CIS-TTL-5); expired by the store clock
+        reads as absent (CIS-TTL-4); a record of another run or call, one without
+        expiry or of a foreign type raises :class:`CorruptRecordError` at once
+        (STORE_UNAVAILABLE, never retried, CIS-STORE-6, CIS-DUR-7).
         """
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
-        try:
-            pipe = self._client.pipeline(transaction=True)  # one consistent snapshot
-            key = call_key(self._prefix, run_id, tool_call_id)
-            pipe.hgetall(key)
-            pipe.get(core.raw_key(self._prefix, run_id, tool_call_id))
-            pipe.pttl(key)
-            fields, raw, pttl = pipe.execute()
-            core.check_lifetime(fields, pttl)
-            record = core.decode_record(fields, raw, run_id, tool_call_id)
-            return live(record, self._clock())
-        except FAILURES as exc:
-            cause = report_failure("get", exc)
-        raise StoreUnavailableError(cause)
+        records = self._read_records(run_id, [tool_call_id], include_raw=True, operation="get")
+        return records[tool_call_id]
 
     def get_many(
         self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
     ) -> Mapping[str, CanonicalRecord | None]:
         """Read several records of one run in one pipelined round trip (CIS-PROG-5, CIS-STORE-6).
 
-        With raw responses, every record HASH and raw STRING is read in one
-        ``MULTI`` (a consistent snapshot); ``include_raw=False`` reads the hashes only,
-        and ``raw_response`` is None in the result. Unsafe ids map to None unread.
+        With raw responses, each record is read consistently with its raw STRING
+        (``_redis_reads``' double collect); ``include_raw=False`` reads the hashes
+        only, and ``raw_response`` is None in the result. Only ``@read`` commands
+        (CIS-DUR-9). Unsafe ids map to None unread. Corrupt records (no expiry, a
+        foreign type or value) raise :class:`CorruptRecordError` naming them, with
+        every other id's result in its ``readable`` (CIS-DUR-7).
         """
         ids = list(tool_call_ids)
         result: dict[str, CanonicalRecord | None] = dict.fromkeys(ids)
         wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
         if not wanted:
             return result
+        corrupt: CorruptRecordError | None = None
         try:
-            # With raw responses: HGETALL + GET per record in one MULTI (a consistent
-            # snapshot); without: HGETALL only, pipelined. One round trip either way.
-            pipe = self._client.pipeline(transaction=include_raw)
-            for tcid in wanted:
-                pipe.hgetall(call_key(self._prefix, run_id, tcid))
-                if include_raw:
-                    pipe.get(core.raw_key(self._prefix, run_id, tcid))
-            replies = pipe.execute()
-            step = 2 if include_raw else 1
-            now = self._clock()
-            for index, tcid in enumerate(wanted):
-                raw = replies[index * step + 1] if include_raw else None
-                record = core.decode_record(replies[index * step], raw, run_id, tcid)
-                result[tcid] = live(record, now)
-            return result
+            found = self._read_records(run_id, wanted, include_raw=include_raw, operation="get_many")
+            result.update(found)
+        except CorruptRecordError as exc:  # the unsafe ids' None with the others' records
+            corrupt = CorruptRecordError(run_id, exc.corrupt, {**result, **exc.readable})
+        if corrupt is not None:
+            raise corrupt
+        return result
+
+    def _read_records(
+        self, run_id: str, wanted: list[str], *, include_raw: bool, operation: str
+    ) -> dict[str, CanonicalRecord | None]:
+        """Consistent reads of ``wanted`` (safe ids, run ``run_id``), live by the store clock.
+
+        Raises :class:`CorruptRecordError` (with the other ids' records in
+        ``readable``) if any is corrupt, StoreUnavailableError if Redis fails.
+        """
+        keys = core.run_keys(self._prefix, run_id)
+        if keys is None:
+            return dict.fromkeys(wanted)
+        found: dict[str, CanonicalRecord | None] = {}
+        corrupt: dict[str, str] = {}
+
+        def round_trip(pending: list[str]) -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+            for command in snapshot_commands(keys, pending, include_raw):
+                queue(*command)
+            replies: list[Any] = pipe.execute(raise_on_error=False)
+            for reply in replies:
+                if isinstance(reply, TRANSIENT):  # e.g. TRYAGAIN in a cluster: resent within the budget
+                    raise reply
+            return replies
+
+        failure: StoreUnavailableError | None = None
+        try:
+            with operation_deadline(self._retry.budget_ms):
+                pending = wanted
+                for _attempt in range(MAX_ATTEMPTS):
+                    replies = self._io(functools.partial(round_trip, pending))
+                    snapshot = decide_snapshot(replies, run_id, pending, include_raw)
+                    found.update(snapshot.records)
+                    corrupt.update(snapshot.corrupt)
+                    pending = snapshot.unstable
+                    if not pending:
+                        break
+                if pending:
+                    raise core.CorruptReplyError("UnstableRead")
         except FAILURES as exc:
-            cause = report_failure("get_many", exc)
-        raise StoreUnavailableError(cause)
+            failure = self._failure(operation, exc)
+        if failure is not None:
+            raise failure
+        now = self._clock()
+        records = {tcid: live(record, now) for tcid, record in found.items()}
+        if corrupt:
+            report_corrupt(operation, run_id, corrupt)
+            raise CorruptRecordError(run_id, corrupt, records)
+        return records
 
     def get_progress(
         self,
@@ -625,7 +754,10 @@ class RedisStore:
         never the request text, the raw response or the token. None if absent or
         expired by the store clock; unsafe ids map to None unread; a record of
         another run or call, or an ill-formed one, is STORE_UNAVAILABLE (CIS-STORE-6).
-        After NOSCRIPT (SCRIPT FLUSH, a restarted server) the script is loaded and the call retried.
+        A store that has written (and so checked the server) sends PROGRESS_SCRIPT; one
+        that has only read sends one pipelined ``HMGET`` per record instead, which read
+        rights alone allow (CIS-DUR-9). After NOSCRIPT (SCRIPT FLUSH, a restarted
+        server) the script is loaded and the call retried.
         """
         ids = list(tool_call_ids)
         result: dict[str, ProgressView | None] = dict.fromkeys(ids)
@@ -633,17 +765,27 @@ class RedisStore:
         wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(tcid)] if keys is not None else []
         if keys is None or not wanted:
             return result
-        self.check_server()
         try:
-            command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
-            views = core.decode_progress_reply(self._evalsha(self._progress, command), run_id, wanted)
+            if self._ready:  # a writer: one script call
+                command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+                reply = self._io(lambda: self._evalsha(self._progress, command))
+            else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
+                reply = self._io(lambda: self._hmget_progress(keys, wanted))
+            views = core.decode_progress_reply(reply, run_id, wanted)
             now = self._clock()
             for tcid, view in zip(wanted, views, strict=True):
                 result[tcid] = live(view, now)
             return result
         except FAILURES as exc:
-            cause = report_failure("get_progress", exc)
-        raise StoreUnavailableError(cause)
+            failure = self._failure("get_progress", exc)
+        raise failure
+
+    def _hmget_progress(self, keys: core.RunKeys, wanted: Sequence[str]) -> list[object]:
+        """PROGRESS_SCRIPT's reply built from pipelined ``HMGET`` s (``@read`` commands only)."""
+        pipe = self._client.pipeline(transaction=False)
+        for tcid in wanted:
+            pipe.hmget(keys.record(tcid), PROGRESS_FIELDS)
+        return [value for values in pipe.execute() for value in values]
 
     def raw_sizes(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, int | None]:
         """UTF-8 byte size of each record's stored raw response (None: none stored), one round trip.
@@ -656,13 +798,18 @@ class RedisStore:
         wanted = [tcid for tcid in dict.fromkeys(ids) if is_safe_id(run_id) and is_safe_id(tcid)]
         if not wanted:
             return result
-        try:
+
+        def round_trip() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             for tcid in wanted:
                 key = core.raw_key(self._prefix, run_id, tcid)
                 pipe.exists(key)
                 pipe.strlen(key)
-            replies = pipe.execute()
+            replies: list[Any] = pipe.execute()
+            return replies
+
+        try:
+            replies = self._io(round_trip)
             for index, tcid in enumerate(wanted):
                 exists, size = replies[2 * index], replies[2 * index + 1]
                 if not (isinstance(exists, int) and isinstance(size, int)):
@@ -670,8 +817,8 @@ class RedisStore:
                 result[tcid] = size if exists else None
             return result
         except FAILURES as exc:
-            cause = report_failure("raw_sizes", exc)
-        raise StoreUnavailableError(cause)
+            failure = self._failure("raw_sizes", exc)
+        raise failure
 
     def _list(
         self,
@@ -681,18 +828,23 @@ class RedisStore:
     ) -> tuple[str, ...]:
         if not is_safe_id(run_id):
             return ()
-        try:
+
+        def round_trip() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.hmget(run_key(self._prefix, run_id), RUN_FIELDS)
             pipe.lrange(list_key(self._prefix, run_id), 0, -1)
-            values, items = pipe.execute()
+            replies: list[Any] = pipe.execute()
+            return replies
+
+        try:
+            values, items = self._io(round_trip)
             run = core.decode_run(values, run_id)
             if not is_live(run, self._clock()):
                 return ()
             return core.decode_ids(items)
         except FAILURES as exc:
-            cause = report_failure(operation, exc)
-        raise StoreUnavailableError(cause)
+            failure = self._failure(operation, exc)
+        raise failure
 
     def completed(self, run_id: str) -> tuple[str, ...]:
         """Ordered ids of the run's completed calls, () if the run is gone (CIS-PROG-1)."""
@@ -703,19 +855,28 @@ class RedisStore:
         return self._list(run_id, core.calls_key, "calls")
 
     def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
-        """Remaining TTL in ms: min(Redis PTTL, expires_at_ms - clock); None if absent. Read-only."""
+        """Remaining TTL in ms: min(Redis PTTL, expires_at_ms - clock); None if absent. Read-only.
+
+        A record without expiry, of a foreign type or another identity raises
+        :class:`CorruptRecordError` at once (CIS-DUR-7).
+        """
         if not (is_safe_id(run_id) and is_safe_id(tool_call_id)):
             return None
         key = call_key(self._prefix, run_id, tool_call_id)
-        try:
+
+        def round_trip() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.hmget(key, ("run_id", "tool_call_id", "expires_at_ms"))
             pipe.pttl(key)
-            fields, pttl = pipe.execute()
+            replies: list[Any] = pipe.execute()
+            return replies
+
+        try:
+            fields, pttl = self._io(round_trip)
             return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._clock())
         except FAILURES as exc:
-            cause = report_failure("ttl_remaining_ms", exc)
-        raise StoreUnavailableError(cause)
+            failure = self._failure("ttl_remaining_ms", exc, run_id, tool_call_id)
+        raise failure
 
     def close(self) -> None:
         """Close the client if the store built it; a given client stays open."""

@@ -19,6 +19,7 @@ from ... import _telemetry
 from ..._completion import DEFAULT_COMPLETION_RETRY, CompletionRetry, PendingCompletion
 from ...adapters import InvocationStore, StoreUnavailableError
 from ...adapters._progress import progress_reader
+from ...adapters._protocol import CorruptRecordError
 from ...kernel import (
     CanonicalRecord,
     Citation,
@@ -200,16 +201,17 @@ class ToolBoundary(Core):
             return self._finish_held(held, echo)
         operation = "create"
         try:
-            request = self._request(context, prepared, read_clock(self.store.now_ms))
+            sent_at = read_clock(self.store.now_ms)
         except StoreUnavailableError as exc:
             return self._store_failed(exc, operation, echo)
+        request = self._request(context, prepared)
         claimed = self._claim(request.invocation_token)
         try:
             admitted = _store(self.store.create, request, self.limits)
             if isinstance(admitted, ErrorCode):
                 return self._admission_refused(admitted, echo)
-            if admitted.replayed and not self._own_replay(admitted, request, claimed):
-                return self._replayed(echo)
+            if admitted.replayed and not self._own_replay(admitted, request, claimed, sent_at):
+                return self._replayed(admitted, echo)
             created = admitted.record
             operation = "clock"
             with _telemetry.phase("execute"):
@@ -234,22 +236,27 @@ class ToolBoundary(Core):
         """The store's compare-and-set ``created -> final``, retried after StoreUnavailableError (CIS-DUR-5).
 
         Returns the store's answer (the completion is then no longer held); once the
-        retry budget is spent (``self.completions.pauses``), the completion is held
-        and the last StoreUnavailableError raised. The compare-and-set is idempotent:
-        one that landed replays as itself (CIS-RETRY-2).
+        retry budget is spent (one deadline for every retry, the store's included:
+        ``self.completions.retrying``), or at once for a permanent failure (a corrupt
+        record), the completion is held and the last StoreUnavailableError raised.
+        The compare-and-set is idempotent: one that landed replays as itself
+        (CIS-RETRY-2).
         """
-        pauses = self.completions.pauses(pending)
-        while True:
-            try:
-                stored = _store(self.store.complete, pending.created, pending.final)
-            except StoreUnavailableError:
-                seconds = next(pauses, None)
-                if seconds is None:
-                    raise
-                pause(seconds)
-                continue
-            self.completions.settled(pending)
-            return stored
+        with self.completions.retrying(pending) as pauses:
+            while True:
+                try:
+                    stored = _store(self.store.complete, pending.created, pending.final)
+                except StoreUnavailableError as exc:
+                    if exc.permanent:  # a corrupt record: the same answer until repaired
+                        self.completions.hold(pending)
+                        raise
+                    seconds = next(pauses, None)
+                    if seconds is None:
+                        raise
+                    pause(seconds)
+                    continue
+                self.completions.settled(pending)
+                return stored
 
     def _finish_held(self, held: PendingCompletion, echo: str | None) -> BoundaryResult:
         """Apply a held completion (retried within the budget); the call's result, or STORE_UNAVAILABLE."""
@@ -334,17 +341,24 @@ class ToolBoundary(Core):
         event and one compare-and-set (a raw response it held stays, harness-only);
         younger records are left alone (NOT_STALE). A worker completing concurrently
         either wins its compare-and-set or gets INVALID_TRANSITION, never both writes.
-        Returns the number of records swept. Raises :class:`StoreUnavailableError` if
-        the store fails, ``ValueError`` for a negative age.
+        A corrupt record (no TTL, a foreign type: :class:`CorruptRecordError`) is
+        logged by tool_call_id and cause, left as it is, and the sweep carries on with
+        the rest of the run (CIS-DUR-7). Returns the number of records swept. Raises
+        :class:`StoreUnavailableError` if the store fails, ``ValueError`` for a negative age.
         """
         context = check_context(context)
         check_older_than(older_than_ms)
         run_id = context.run_id
         swept = 0
+        corrupt: dict[str, str] = {}
         try:
             # An id re-admitted after its record expired is listed twice: sweep it once.
             ids = tuple(dict.fromkeys(_store(self.store.calls, run_id)))
-            records = _store(self.store.get_many, run_id, ids) if ids else {}
+            try:
+                records = _store(self.store.get_many, run_id, ids) if ids else {}
+            except CorruptRecordError as exc:  # carry on with the rest of the run (CIS-DUR-7)
+                corrupt.update(exc.corrupt)
+                records = exc.readable
             listed = [records.get(tool_call_id) for tool_call_id in ids]
             candidates = sweep_candidates(listed, run_id, read_clock(self.store.now_ms)) if ids else ()
             for record in candidates:
@@ -352,8 +366,14 @@ class ToolBoundary(Core):
                 after = transition(record, event, self.limits)
                 if isinstance(after, ErrorCode):
                     continue  # NOT_STALE, or expired meanwhile
-                if isinstance(_store(self.store.complete, record, after), CanonicalRecord):
+                try:
+                    stored = _store(self.store.complete, record, after)
+                except CorruptRecordError as exc:
+                    corrupt.update(exc.corrupt)
+                    continue
+                if isinstance(stored, CanonicalRecord):
                     swept += 1
         except StoreUnavailableError as exc:
             raise self._store_failed_raise(exc, "sweep") from None
+        self._corrupt_found(run_id, corrupt)
         return self._swept(swept)

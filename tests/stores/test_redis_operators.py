@@ -1,0 +1,441 @@
+"""Redis as operators run it: read-only users, old servers, corrupt keys, policy drift, deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
+from invocation_store._cli.inspect import inspect_run, render_text
+from invocation_store._completion import CompletionRetry
+from invocation_store.adapters import (
+    AsyncRedisStore,
+    CorruptRecordError,
+    RedisStore,
+    RetryPolicy,
+    UnsafeServerError,
+    UnsupportedRedisError,
+)
+from invocation_store.adapters._sync import redis as sync_redis
+from invocation_store.cli import main
+from invocation_store.kernel import Admission, ErrorCode, EvidenceStatus, Projection
+from invocation_store.testing import FakeClock
+from invocation_store.testing.redis_server import redis_server
+
+from ._support import LIMITS, RUN, admitted, open_default_run, ready, record_key, request
+from .test_redis_server_checks import _OldServer
+
+pytestmark = pytest.mark.redis
+
+EVICTING = (
+    "volatile-lru",
+    "allkeys-lru",
+    "volatile-lfu",
+    "allkeys-lfu",
+    "volatile-random",
+    "allkeys-random",
+    "volatile-ttl",
+)
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    """A private server for this module (ACL users, CONFIG SET): never shared with other tests."""
+    with redis_server() as url:
+        yield url
+
+
+def _reader_url(url: str, prefix: str) -> str:
+    with redis.Redis.from_url(url) as admin:
+        admin.acl_setuser(
+            "reader",
+            enabled=True,
+            reset=True,
+            passwords=["+reader-pw"],
+            keys=[f"{prefix}:*"],
+            commands=["-@all", "+@read", "+@connection"],
+        )
+    return url.replace("redis://", "redis://reader:reader-pw@")
+
+
+# -- CIS-DUR-9: every read with read rights alone ------------------------------------
+
+
+def _written_run(url: str, prefix: str, clock: FakeClock) -> None:
+    writer = RedisStore.from_url(url, prefix=prefix, clock=clock)
+    open_default_run(writer, clock())
+    first = admitted(writer, request("call_1"))
+    assert writer.complete(first, ready(first, clock())) is not None
+    admitted(writer, request("call_2"))
+    writer.close()
+
+
+def test_every_read_api_works_for_a_read_only_acl_user(server_url: str, clock: FakeClock) -> None:
+    """CIS-DUR-9: a user granted only ``+@read`` (and ``+@connection``) reads through every read API of
+    both stores, raw responses and progress included, with no MULTI and no script (the ACL refuses
+    both); CI runs this on Redis 6.2, 7.x and Valkey."""
+    prefix = "ro"
+    _written_run(server_url, prefix, clock)
+    reader = _reader_url(server_url, prefix)
+    with redis.Redis.from_url(reader) as denied:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            denied.execute_command("MULTI")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            denied.execute_command("EVAL", "return 1", "0")
+    store = RedisStore.from_url(reader, prefix=prefix, clock=clock)
+    record = store.get(RUN, "call_1")
+    assert record is not None
+    assert record.raw_response == '{"temp": 21}'
+    assert store.get(RUN, "call_2") is not None
+    with_raw = store.get_many(RUN, ["call_1", "call_2", "nope"])
+    assert with_raw["call_1"] == record
+    assert with_raw["nope"] is None
+    without = store.get_many(RUN, ["call_1"], include_raw=False)
+    assert without["call_1"] is not None
+    assert without["call_1"].raw_response is None
+    assert store.calls(RUN) == ("call_1", "call_2")
+    assert store.completed(RUN) == ("call_1",)
+    ttl = store.ttl_remaining_ms(RUN, "call_1")
+    assert ttl is not None
+    assert ttl > 0
+    assert store.raw_sizes(RUN, ["call_1", "call_2"]) == {"call_1": len('{"temp": 21}'), "call_2": None}
+    progress = store.get_progress(RUN, ["call_1", "call_2"])
+    assert progress["call_1"] is not None
+    assert progress["call_1"].evidence_status is EvidenceStatus.EVIDENCE_FOUND
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.tool_calls_used == 2
+    store.close()
+
+    async def async_reads() -> tuple[Any, ...]:
+        async_store = AsyncRedisStore.from_url(reader, prefix=prefix, clock=clock)
+        try:
+            return (
+                await async_store.get(RUN, "call_1"),
+                await async_store.get_many(RUN, ["call_1"]),
+                await async_store.calls(RUN),
+                await async_store.completed(RUN),
+                await async_store.ttl_remaining_ms(RUN, "call_1"),
+                await async_store.raw_sizes(RUN, ["call_1"]),
+                await async_store.get_progress(RUN, ["call_1"]),
+                await async_store.get_run(RUN),
+            )
+        finally:
+            await async_store.close()
+
+    got, many, calls, completed, left, sizes, views, state = asyncio.run(async_reads())
+    assert got == record
+    assert many["call_1"] == record
+    assert calls == ("call_1", "call_2")
+    assert completed == ("call_1",)
+    assert left is not None
+    assert left > 0
+    assert sizes == {"call_1": len('{"temp": 21}')}
+    assert views["call_1"] == progress["call_1"]
+    assert state == run
+
+
+# -- CIS-DUR-8: old servers on every path ----------------------------------------------
+
+
+@pytest.fixture
+def old_server() -> Iterator[_OldServer]:
+    server = _OldServer()
+    yield server
+    server.close()
+
+
+def test_an_old_server_gets_the_version_error_on_every_construction_path(
+    old_server: _OldServer, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CIS-DUR-8, CIS-STORE-7: a Redis 5 server (a fake speaking RESP2 only, as Redis 5 does: HELLO is
+    an unknown command) is refused with "requires Redis >= 6.2, found 5.0.14" whichever way the store
+    was built (from_url with redis-py's default protocol, a given client, the asyncio twins), on a
+    write and on a read, and by the CLI."""
+    url = f"redis://127.0.0.1:{old_server.port}/0"
+    expected = "requires Redis >= 6.2, found 5.0.14"
+    stores = [
+        RedisStore.from_url(url, clock=clock),
+        RedisStore(redis.Redis(host="127.0.0.1", port=old_server.port), clock=clock),
+    ]
+    for store in stores:
+        for operation in (
+            lambda built=store: open_default_run(built, clock()),
+            lambda built=store: built.get(RUN, "call_1"),
+        ):
+            with pytest.raises(UnsupportedRedisError) as caught:
+                operation()
+            assert expected in str(caught.value)
+            assert caught.value.__context__ is None
+        store.close()
+
+    async def async_side() -> list[str]:
+        messages = []
+        built = [
+            AsyncRedisStore.from_url(url, clock=clock),
+            AsyncRedisStore(redis.asyncio.Redis(host="127.0.0.1", port=old_server.port), clock=clock),
+        ]
+        for store in built:
+            for call in (store.create(request(), LIMITS), store.get_run(RUN)):
+                try:
+                    await call
+                except UnsupportedRedisError as exc:
+                    messages.append(str(exc))
+            await store.close()
+        return messages
+
+    messages = asyncio.run(async_side())
+    assert len(messages) == 4
+    assert all(expected in message for message in messages)
+    assert main(["inspect", "--redis-url", url, "--run", RUN]) == 1
+    assert expected in capsys.readouterr().err
+    transcript = str(
+        Path(__file__).resolve().parents[2] / "examples" / "transcripts" / "openai_responses.json"
+    )
+    assert main(["replay", transcript, "--redis-url", url]) == 1
+    assert expected in capsys.readouterr().err
+
+
+# -- CIS-DUR-7: a corrupt key is isolated --------------------------------------------------
+
+
+def _persisting_tool(url: str, prefix: str) -> ToolSpec:
+    """A tool whose executor removes its own record's TTL from outside (as ``PERSIST`` by an operator)."""
+
+    def execute(args: dict[str, Any]) -> object:
+        with redis.Redis.from_url(url) as client:
+            assert client.persist(record_key(prefix, RUN, str(args["id"])))
+        return {"ok": True}
+
+    def project(raw: object, args: dict[str, Any]) -> Projection:
+        return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="ok", scope="s")
+
+    return ToolSpec(name="persist", executor=execute, projector=project)
+
+
+def test_a_corrupt_record_is_answered_at_once_and_swept_around(
+    server_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CIS-DUR-7, CIS-DUR-12: a record whose TTL was removed from outside is a permanent fault: its
+    completion is not retried (answered STORE_UNAVAILABLE at once, well inside the 2 s budget) and
+    held; sweep_stale and inspect name it (id and cause, no payload) and carry on with the rest of the run."""
+    prefix = "corrupt"
+    store = RedisStore.from_url(server_url, prefix=prefix, clock=clock)
+    boundary = ToolBoundary(store, ToolRegistry([_persisting_tool(server_url, prefix)]))
+    context = boundary.open_run(
+        RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
+    )
+    assert isinstance(context, RunContext)
+    started = time.monotonic()
+    result = boundary.invoke(
+        context,
+        ToolCallEnvelope(
+            run_id=RUN, tool_call_id="call_1", tool_name="persist", arguments='{"id": "call_1"}'
+        ),
+    )
+    assert time.monotonic() - started < 1.0
+    assert result.code is ErrorCode.STORE_UNAVAILABLE
+    assert boundary.pending_completions() == ((RUN, "call_1"),)
+    admitted(store, request("call_2"))
+    clock.advance(10)
+    caplog.set_level(logging.WARNING)
+    started = time.monotonic()
+    assert boundary.sweep_stale(context, 0) == 1
+    assert time.monotonic() - started < 1.0
+    assert "left corrupt record call_1 as it is (NoTTL)" in caplog.text
+    swept = store.get(RUN, "call_2")
+    assert swept is not None
+    assert swept.error_code is ErrorCode.STALE_PROJECTION
+    with pytest.raises(CorruptRecordError) as caught:
+        store.get_many(RUN, ["call_1", "call_2"])
+    assert caught.value.corrupt == {"call_1": "NoTTL"}
+    assert caught.value.readable["call_2"] == swept
+    assert caught.value.permanent
+    listing = inspect_run(store, RUN, raw_sizes=True)  # the CLI's listing, on the store's (fake) clock
+    assert listing["corrupt"] == [{"tool_call_id": "call_1", "code": "NoTTL"}]
+    assert [row["tool_call_id"] for row in listing["records"]] == ["call_2"]
+    assert "corrupt record call_1 (NoTTL)" in render_text(listing, raw_sizes=True)
+    store.close()
+
+
+def test_a_key_of_a_foreign_type_is_a_corrupt_record(server_url: str, clock: FakeClock) -> None:
+    """CIS-DUR-12: a record key holding another type (WRONGTYPE) is reported by id as WrongType; the
+    other records of the batch still read."""
+    prefix = "wrongtype"
+    store = RedisStore.from_url(server_url, prefix=prefix, clock=clock)
+    open_default_run(store, clock())
+    good = admitted(store, request("call_1"))
+    with redis.Redis.from_url(server_url) as client:
+        client.set(record_key(prefix, RUN, "call_2"), "not a hash", px=60_000)
+    with pytest.raises(CorruptRecordError) as caught:
+        store.get_many(RUN, ["call_1", "call_2"], include_raw=False)
+    assert caught.value.corrupt == {"call_2": "WrongType"}
+    assert caught.value.readable["call_1"] == good
+    with pytest.raises(CorruptRecordError):
+        store.get(RUN, "call_2")
+    store.close()
+
+
+# -- CIS-DUR-3: policy drift -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", EVICTING)
+def test_an_evicting_policy_set_on_a_running_server_stops_new_creates(
+    policy: str, clock: FakeClock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-DUR-3: ``CONFIG SET maxmemory-policy`` to an evicting policy after the store started is caught
+    at the next run open and, within POLICY_CHECK_INTERVAL_MS, at the next create: refused naming the
+    policy and the setting, in the exception the application sees and in the boundary's log, never in
+    what the agent gets; no re-sent id runs its executor again."""
+    with redis_server(extra_args=["--maxmemory", "64mb"]) as url:
+        store = RedisStore.from_url(url, clock=clock)
+        runs = 0
+
+        def execute(args: dict[str, Any]) -> object:
+            nonlocal runs
+            runs += 1
+            return {"n": runs}
+
+        def project(raw: object, args: dict[str, Any]) -> Projection:
+            return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="x", scope="s")
+
+        boundary = ToolBoundary(
+            store, ToolRegistry([ToolSpec(name="t", executor=execute, projector=project)])
+        )
+        context = boundary.open_run(
+            RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=9, byte_budget=10**6
+        )
+        assert isinstance(context, RunContext)
+        first = ToolCallEnvelope(run_id=RUN, tool_call_id="call_1", tool_name="t", arguments="{}")
+        assert boundary.invoke(context, first).ok
+        with redis.Redis.from_url(url) as admin:
+            admin.config_set("maxmemory-policy", policy)
+        monkeypatch.setattr(sync_redis, "POLICY_CHECK_INTERVAL_MS", 0)  # the schedule's window, elapsed
+        caplog.set_level(logging.ERROR)
+        second = ToolCallEnvelope(run_id=RUN, tool_call_id="call_2", tool_name="t", arguments="{}")
+        refused = boundary.invoke(context, second)
+        assert refused.code is ErrorCode.STORE_UNAVAILABLE
+        agent_text = json.dumps(refused.as_dict())
+        assert policy not in agent_text
+        assert "maxmemory" not in agent_text
+        assert f"maxmemory-policy {policy} (changed on the running server)" in caplog.text
+        assert "noeviction" in caplog.text
+        assert "UnprintableType" not in caplog.text
+        assert boundary.invoke(context, first).code is ErrorCode.STORE_UNAVAILABLE  # re-sent id
+        assert runs == 1
+        with pytest.raises(UnsafeServerError) as caught:
+            open_default_run(store, clock(), run_id="run-2")
+        assert f"maxmemory-policy {policy}" in str(caught.value)
+        store.close()
+
+
+def test_the_policy_is_not_read_again_within_its_window(clock: FakeClock) -> None:
+    """CIS-DUR-3: between run opens, creates read the policy at most once per POLICY_CHECK_INTERVAL_MS:
+    one INFO for the first check, one per run open, none for creates inside the window."""
+    with redis_server() as url:
+        store = RedisStore.from_url(url, clock=clock)
+        open_default_run(store, clock())
+        with redis.Redis.from_url(url) as admin:
+            admin.config_resetstat()
+            for index in range(5):
+                assert isinstance(store.create(request(f"c{index}"), LIMITS), Admission)
+            assert "cmdstat_info" not in admin.info("commandstats")
+            open_default_run(store, clock(), run_id="run-2")
+            # Our own first INFO above, and the run open's policy reading:
+            assert admin.info("commandstats")["cmdstat_info"]["calls"] == 2
+        store.close()
+
+
+# -- CIS-DUR-4, CIS-DUR-5: one deadline per operation --------------------------------------
+
+
+def _stopped(pid: int) -> Any:
+    class Stopped:
+        def __enter__(self) -> None:
+            os.kill(pid, signal.SIGSTOP)
+
+        def __exit__(self, *exc: object) -> None:
+            os.kill(pid, signal.SIGCONT)
+
+    return Stopped()
+
+
+def test_a_stalled_server_keeps_the_completion_budget_nested_retries_included(clock: FakeClock) -> None:
+    """CIS-DUR-4, CIS-DUR-5, CIS-DUR-13: with the server stalled (SIGSTOP), a completion answers
+    STORE_UNAVAILABLE after at most CompletionRetry.budget_ms plus one round trip (the socket
+    timeout), although every boundary retry is a store call with its own RetryPolicy budget: the
+    store's loop honours the boundary's deadline."""
+    with redis_server() as url:
+        with redis.Redis.from_url(url) as admin:
+            pid = int(admin.info("server")["process_id"])
+        store = RedisStore.from_url(
+            url, clock=clock, socket_timeout=0.3, retry_policy=RetryPolicy(budget_ms=1_000)
+        )
+        stalled = _stopped(pid)
+
+        def execute(args: dict[str, Any]) -> object:
+            stalled.__enter__()
+            return {"ok": 1}
+
+        def project(raw: object, args: dict[str, Any]) -> Projection:
+            return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="x", scope="s")
+
+        boundary = ToolBoundary(
+            store,
+            ToolRegistry([ToolSpec(name="t", executor=execute, projector=project)]),
+            completion_retry=CompletionRetry(budget_ms=1_000),
+        )
+        context = boundary.open_run(
+            RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
+        )
+        assert isinstance(context, RunContext)
+        envelope = ToolCallEnvelope(run_id=RUN, tool_call_id="call_1", tool_name="t", arguments="{}")
+        try:
+            started = time.monotonic()
+            result = boundary.invoke(context, envelope)
+            waited = time.monotonic() - started
+        finally:
+            stalled.__exit__()
+        assert result.code is ErrorCode.STORE_UNAVAILABLE
+        assert waited <= 1.0 + 0.3 + 0.5, waited  # budget + one round trip + scheduling slack
+        assert boundary.pending_completions() == ((RUN, "call_1"),)
+        store.close()
+
+
+def test_a_down_server_is_answered_within_the_retry_budget(clock: FakeClock) -> None:
+    """CIS-DUR-4, CIS-DUR-13: a server that refuses connections is STORE_UNAVAILABLE within
+    RetryPolicy.budget_ms (plus one connection attempt), on both flavours, for a write and for a read."""
+    with redis_server() as url:
+        pass  # the port is free again: connections are refused
+    policy = RetryPolicy(budget_ms=500)
+    store = RedisStore.from_url(url, clock=clock, retry_policy=policy)
+    for operation in (lambda: store.create(request(), LIMITS), lambda: store.get(RUN, "call_1")):
+        started = time.monotonic()
+        with pytest.raises(Exception) as caught:
+            operation()
+        assert caught.value.code is ErrorCode.STORE_UNAVAILABLE  # type: ignore[attr-defined]
+        assert 0.2 <= time.monotonic() - started <= 0.5 + 0.5
+    store.close()
+
+    async def async_side() -> float:
+        async_store = AsyncRedisStore.from_url(url, clock=clock, retry_policy=policy)
+        started = time.monotonic()
+        with pytest.raises(Exception) as caught:
+            await async_store.get_run(RUN)
+        waited = time.monotonic() - started
+        await async_store.close()
+        assert caught.value.code is ErrorCode.STORE_UNAVAILABLE  # type: ignore[attr-defined]
+        return waited
+
+    assert asyncio.run(async_side()) <= 0.5 + 0.5

@@ -1,0 +1,225 @@
+"""Every server-check rule against fabricated replies of each server kind, independent of the local binary.
+
+``judge_server`` decides on the replies to ``check_commands`` (INFO server, memory,
+persistence, replication, COMMAND INFO); these tests hand it what Redis 5.0, 6.2, 7.0,
+7.2 and Valkey answer, in both reply shapes redis-py produces (parsed dicts and raw INFO
+text), so that each rule is held on every version whatever server CI happens to run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from invocation_store.adapters import Durability, UnsafeServerError, UnsupportedRedisError
+from invocation_store.adapters._redis_common import is_hello_failure, old_version_error
+from invocation_store.adapters._redis_server import (
+    SCRIPT_WRITE_COMMANDS,
+    check_commands,
+    judge_policy,
+    judge_server,
+)
+
+#: INFO server of each kind (Valkey reports a Redis-compatible redis_version besides its own).
+SERVERS: dict[str, dict[str, str]] = {
+    "redis-5.0": {"redis_version": "5.0.14"},
+    "redis-6.2": {"redis_version": "6.2.14"},
+    "redis-7.0": {"redis_version": "7.0.15"},
+    "redis-7.2": {"redis_version": "7.2.5"},
+    "valkey-8": {"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "8.1.1"},
+    "valkey-9": {"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "9.1.2"},
+}
+#: Which kinds have WAITAOF (Redis >= 7.2, Valkey).
+HAS_WAITAOF = {"redis-5.0": False, "redis-6.2": False, "redis-7.0": False, "redis-7.2": True}
+EVICTING = (
+    "volatile-lru",
+    "allkeys-lru",
+    "volatile-lfu",
+    "allkeys-lfu",
+    "volatile-random",
+    "allkeys-random",
+    "volatile-ttl",
+)
+
+
+def _text(fields: dict[str, str], section: str) -> bytes:
+    """``fields`` as raw INFO text, as a RESP2 probe or a pipeline without callbacks answers."""
+    body = f"# {section}\r\n" + "".join(f"{name}:{value}\r\n" for name, value in fields.items())
+    return body.encode()
+
+
+def _replies(
+    kind: str,
+    *,
+    durability: Durability | None = None,
+    policy: str = "noeviction",
+    aof: bool = False,
+    replicas: int = 0,
+    raw_text: bool = False,
+) -> list[Any]:
+    durability = durability or Durability()
+    waitaof = HAS_WAITAOF.get(kind, True)
+    server = SERVERS[kind]
+    memory = {"maxmemory_policy": policy}
+    persistence = {"aof_enabled": "1" if aof else "0"}
+    replication: dict[str, Any] = {"role": "master", "connected_slaves": str(replicas)}
+    for index in range(replicas):
+        replication[f"slave{index}"] = (
+            f"ip=127.0.0.1,port={7000 + index},state=online,offset=10,lag=0"
+            if raw_text
+            else {"ip": "127.0.0.1", "port": 7000 + index, "state": "online", "offset": 10, "lag": 0}
+        )
+    names = check_commands(durability)[-1][2:]
+    commands = [None if name == "WAITAOF" and not waitaof else [name.lower(), -1] for name in names]
+    sections = (server, memory, persistence, replication)
+    if raw_text:
+        infos: list[Any] = [
+            _text(fields, name)
+            for fields, name in zip(sections, ("Server", "Memory", "Persistence", "Replication"), strict=True)
+        ]
+    else:
+        infos = list(sections)
+    return [*infos, commands]
+
+
+@pytest.mark.parametrize("raw_text", [False, True], ids=["parsed", "raw-text"])
+@pytest.mark.parametrize("kind", list(SERVERS))
+def test_the_version_rule(kind: str, raw_text: bool) -> None:
+    """CIS-STORE-7: Redis 5.0 is refused with "requires Redis >= 6.2, found 5.0.14"; 6.2 and later,
+    Valkey included, are accepted."""
+    replies = _replies(kind, raw_text=raw_text)
+    if kind == "redis-5.0":
+        with pytest.raises(UnsupportedRedisError, match=r"requires Redis >= 6\.2, found 5\.0\.14"):
+            judge_server(replies, durability=Durability(), allow_eviction=False)
+    else:
+        judge_server(replies, durability=Durability(), allow_eviction=False)
+
+
+def test_the_version_is_judged_before_any_other_rule() -> None:
+    """CIS-STORE-7: an old server is refused for its age even when it also breaks other rules."""
+    replies = _replies("redis-5.0", policy="allkeys-lru", durability=Durability(aof=True))
+    with pytest.raises(UnsupportedRedisError):
+        judge_server(replies, durability=Durability(aof=True), allow_eviction=False)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "ERR unknown command `HELLO`, with args beginning with: `3`, ",  # Redis 5.0
+        "unknown command 'hello'",  # what redis-py surfaces from a terse server
+        "ERR unknown command 'HELLO'",
+    ],
+)
+def test_a_refused_hello_is_recognised_as_an_old_server(message: str) -> None:
+    """CIS-DUR-8: a HELLO refused as an unknown command is an old server (then probed over RESP2);
+    other failures are not, and the probe's INFO text decides the version."""
+    assert is_hello_failure(redis.ResponseError(message))
+    assert not is_hello_failure(redis.ResponseError("NOAUTH Authentication required."))
+    assert not is_hello_failure(redis.ResponseError("ERR unknown command 'FOO'"))
+    assert not is_hello_failure(redis.ConnectionError("unknown command hello"))
+    old = old_version_error(_text(SERVERS["redis-5.0"], "Server"))
+    assert old is not None
+    assert "found 5.0.14" in str(old)
+    assert old.permanent
+    assert old_version_error(_text(SERVERS["redis-6.2"], "Server")) is None
+    assert old_version_error(b"garbage") is None
+
+
+@pytest.mark.parametrize("kind", [kind for kind in SERVERS if kind != "redis-5.0"])
+@pytest.mark.parametrize("policy", EVICTING)
+def test_the_eviction_policy_rule(kind: str, policy: str) -> None:
+    """CIS-DUR-3: every evicting policy is refused naming it and the setting, on every version;
+    allow_eviction=True accepts it; noeviction is accepted."""
+    with pytest.raises(UnsafeServerError) as caught:
+        judge_server(_replies(kind, policy=policy), durability=Durability(), allow_eviction=False)
+    assert f"maxmemory-policy {policy} can evict" in caught.value.operator_text()
+    assert "noeviction" in caught.value.operator_text()
+    judge_server(_replies(kind, policy=policy), durability=Durability(), allow_eviction=True)
+    judge_server(_replies(kind), durability=Durability(), allow_eviction=False)
+
+
+def test_a_drifted_policy_is_named_as_changed_and_junk_is_never_echoed() -> None:
+    """CIS-DUR-3, CIS-FAIL-5: a policy read again on a running server says it changed; a value that is
+    not a policy name is not copied into the message."""
+    with pytest.raises(UnsafeServerError, match=r"allkeys-lfu \(changed on the running server\)"):
+        judge_policy({"maxmemory_policy": "allkeys-lfu"}, allow_eviction=False, drifted=True)
+    with pytest.raises(UnsafeServerError) as caught:
+        judge_policy({"maxmemory_policy": "x{secret}"}, allow_eviction=False)
+    assert "secret" not in str(caught.value)
+    judge_policy(b"# Memory\r\nmaxmemory_policy:noeviction\r\n", allow_eviction=False)
+    with pytest.raises(ValueError, match="NoPolicy"):
+        judge_policy({}, allow_eviction=False)
+
+
+@pytest.mark.parametrize("kind", [kind for kind in SERVERS if kind != "redis-5.0"])
+def test_the_aof_rules(kind: str) -> None:
+    """CIS-DUR-2: Durability(aof=True) needs WAITAOF (refused naming the server's version where it is
+    absent: Redis < 7.2) and appendonly yes (refused naming the setting otherwise)."""
+    mode = Durability(aof=True)
+    if not HAS_WAITAOF.get(kind, True):
+        with pytest.raises(UnsafeServerError) as caught:
+            judge_server(_replies(kind, durability=mode, aof=True), durability=mode, allow_eviction=False)
+        version = SERVERS[kind]["redis_version"]
+        assert f"this server is Redis {version}" in caught.value.operator_text()
+        assert "Redis >= 7.2 or Valkey" in caught.value.operator_text()
+        return
+    with pytest.raises(UnsafeServerError, match="appendonly is off"):
+        judge_server(_replies(kind, durability=mode, aof=False), durability=mode, allow_eviction=False)
+    judge_server(_replies(kind, durability=mode, aof=True), durability=mode, allow_eviction=False)
+
+
+def test_a_renamed_waitaof_on_a_server_that_has_it_is_a_missing_command() -> None:
+    """CIS-DUR-6: on Redis 7.2 (which has WAITAOF) a missing WAITAOF was renamed or disabled."""
+    mode = Durability(aof=True)
+    replies = _replies("redis-7.2", durability=mode, aof=True)
+    replies[-1] = [None if name == "WAITAOF" else [name, -1] for name in check_commands(mode)[-1][2:]]
+    with pytest.raises(UnsafeServerError, match=r"lacks command\(s\) WAITAOF \(renamed or disabled\)"):
+        judge_server(replies, durability=mode, allow_eviction=False)
+
+
+@pytest.mark.parametrize("command", SCRIPT_WRITE_COMMANDS)
+def test_the_command_rule(command: str) -> None:
+    """CIS-DUR-6: any command a script calls, missing, is refused by name."""
+    replies = _replies("redis-7.0")
+    replies[-1] = [None if name == command else [name, -1] for name in SCRIPT_WRITE_COMMANDS]
+    with pytest.raises(UnsafeServerError, match=rf"\b{command}\b"):
+        judge_server(replies, durability=Durability(), allow_eviction=False)
+
+
+@pytest.mark.parametrize("raw_text", [False, True], ids=["parsed", "raw-text"])
+@pytest.mark.parametrize("kind", [kind for kind in SERVERS if kind != "redis-5.0"])
+def test_the_replica_rule(kind: str, raw_text: bool) -> None:
+    """CIS-DUR-2: Durability(replicas=N) needs N online replicas on the first check (refused naming the
+    count found); later checks (after NOSCRIPT: a failover) do not count them."""
+    mode = Durability(replicas=2)
+    with pytest.raises(UnsafeServerError, match=r"Durability\(replicas=2\).*has 1 online"):
+        judge_server(
+            _replies(kind, durability=mode, replicas=1, raw_text=raw_text),
+            durability=mode,
+            allow_eviction=False,
+        )
+    judge_server(
+        _replies(kind, durability=mode, replicas=2, raw_text=raw_text), durability=mode, allow_eviction=False
+    )
+    judge_server(
+        _replies(kind, durability=mode, replicas=0, raw_text=raw_text),
+        durability=mode,
+        allow_eviction=False,
+        first=False,
+    )
+    offline = _replies(kind, durability=mode, replicas=2, raw_text=True)
+    offline[3] = offline[3].replace(b"state=online", b"state=wait_bgsave", 1)
+    with pytest.raises(UnsafeServerError, match="has 1 online"):
+        judge_server(offline, durability=mode, allow_eviction=False)
+
+
+def test_replies_of_the_wrong_shape_are_refused() -> None:
+    """An error reply is raised (after the version); a reply list of the wrong length is ValueError."""
+    with pytest.raises(ValueError, match="UnexpectedReply"):
+        judge_server(_replies("redis-7.0")[:-1], durability=Durability(), allow_eviction=False)
+    replies = _replies("redis-7.0")
+    replies[1] = redis.ResponseError("NOPERM")
+    with pytest.raises(redis.ResponseError):
+        judge_server(replies, durability=Durability(), allow_eviction=False)
