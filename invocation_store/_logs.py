@@ -15,9 +15,11 @@ is not a safe id (CIS-ID-3). A formatter naming ``%(run_id)s`` and
 ``%(tool_call_id)s`` therefore never fails on a record of this package. Modules make
 their loggers with :func:`package_logger`; the loggers of modules that make theirs
 with ``logging.getLogger`` are listed in :data:`PACKAGE_LOGGERS` and get the filter
-when this module is imported. ``tests/boundary/test_telemetry.py`` fails for a
-logger of the package without it. The harness's own logger, if it gives the boundary
-one, is wrapped in :class:`CallLogger`, which passes the same ids as ``extra``.
+when this module is imported, which the package's ``__init__`` does (this module
+imports nothing of the package at import time, so the cost is ``logging`` alone).
+``tests/boundary/test_telemetry.py`` fails for a logger of the package without it.
+The harness's own logger, if it gives the boundary one, is wrapped in
+:class:`CallLogger`, which passes the same ids as ``extra``.
 
 Messages carry codes, registered tool names and exception type names only, never
 payloads, keys or exception text (CIS-ERR-2).
@@ -29,8 +31,6 @@ import contextvars
 import logging
 from collections.abc import MutableMapping
 from typing import Any, Final
-
-from .kernel import RunContext, ToolCallEnvelope, is_safe_id
 
 __all__ = [
     "PACKAGE_LOGGERS",
@@ -64,6 +64,8 @@ def unbind_call(token: contextvars.Token[tuple[object, object] | None]) -> None:
 
 def _safe(value: object) -> str | None:
     """An exact ``str`` copy of ``value`` if it is a safe id, else None (a subclass cannot lie)."""
+    from .kernel import is_safe_id  # noqa: PLC0415 - only when a record is made: the package imports this module
+
     if not issubclass(type(value), str):
         return None
     text = str.__str__(value)
@@ -75,6 +77,8 @@ def call_ids() -> tuple[str | None, str | None]:
     bound = _CALL.get()
     if bound is None:
         return None, None
+    from .kernel import RunContext, ToolCallEnvelope  # noqa: PLC0415 - see _safe
+
     run, envelope = bound
     run_id = _safe(run.run_id if isinstance(run, RunContext) else run)
     tool_call_id = _safe(envelope.tool_call_id) if isinstance(envelope, ToolCallEnvelope) else None

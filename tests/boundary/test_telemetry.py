@@ -177,6 +177,25 @@ def test_every_logger_of_the_package_names_the_call() -> None:
         assert formatter.format(record) == f"{name} None None outside any call"  # the documented empty value
 
 
+def test_a_store_used_without_the_boundary_names_its_records_too() -> None:
+    """CIS-OBS-2: the filter is installed when the package is imported, not by the boundary: a process
+    that imports only the Redis store formats that store's records with ``%(run_id)s`` (None)."""
+    script = """
+import logging, sys
+import invocation_store.adapters.redis
+assert "invocation_store.boundary" not in sys.modules
+logger = logging.getLogger("invocation_store.redis")
+record = logger.makeRecord(logger.name, logging.WARNING, "f", 1, "redis store: create failed", (), None)
+assert logger.filter(record)
+print(logging.Formatter("%(run_id)s|%(tool_call_id)s|%(message)s").format(record))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "None|None|redis store: create failed"
+
+
 def _hung_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "invocation_store.workers" and "hung" in r.getMessage()]
 
