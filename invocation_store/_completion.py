@@ -63,7 +63,7 @@ import collections
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from attrs import field, frozen
 
@@ -130,22 +130,48 @@ class PendingCompletion:
         return (self.created.run_id, self.created.tool_call_id)
 
 
-class PendingCompletions:
-    """The completions a boundary holds, by (run_id, tool_call_id); thread-safe (CIS-DUR-5)."""
+_Call = TypeVar("_Call")
+
+
+class _Held(Generic[_Call]):
+    """A bounded, thread-safe table of held calls by (run_id, tool_call_id), oldest first.
+
+    At most ``policy.max_pending`` are kept (0: none); holding one more drops the oldest
+    first, and holding a call again makes it the newest.
+    """
 
     def __init__(self, policy: CompletionRetry = DEFAULT_COMPLETION_RETRY) -> None:
         if not isinstance(policy, CompletionRetry):
             raise TypeError("completion_retry must be a CompletionRetry")
         self.policy = policy
-        self._held: collections.OrderedDict[tuple[str, str], PendingCompletion] = collections.OrderedDict()
+        self._held: collections.OrderedDict[tuple[str, str], _Call] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    # -- the table -----------------------------------------------------------------
-
-    def get(self, run_id: str, tool_call_id: str) -> PendingCompletion | None:
-        """The completion held for this call, if any."""
+    def get(self, run_id: str, tool_call_id: str) -> _Call | None:
+        """What is held for this call, if anything."""
         with self._lock:
             return self._held.get((run_id, tool_call_id))
+
+    def keys(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
+        """(run_id, tool_call_id) of everything held (of ``run_id`` only, if given), oldest first."""
+        with self._lock:
+            return tuple(key for key in self._held if run_id is None or key[0] == run_id)
+
+    def drop(self, run_id: str, tool_call_id: str) -> bool:
+        """Forget what is held for this call; True if something was."""
+        with self._lock:
+            return self._held.pop((run_id, tool_call_id), None) is not None
+
+    def _keep(self, key: tuple[str, str], call: _Call) -> None:
+        with self._lock:
+            self._held.pop(key, None)
+            self._held[key] = call
+            while len(self._held) > self.policy.max_pending:
+                self._held.popitem(last=False)
+
+
+class PendingCompletions(_Held[PendingCompletion]):
+    """The completions a boundary holds (raw responses included), by (run_id, tool_call_id) (CIS-DUR-5)."""
 
     def retry_of(
         self, run_id: str, tool_call_id: str, tool_name: str, request_json: str
@@ -162,22 +188,8 @@ class PendingCompletions:
             return None
         return held
 
-    def keys(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
-        """(run_id, tool_call_id) of every held completion (of ``run_id`` only, if given), oldest first."""
-        with self._lock:
-            return tuple(key for key in self._held if run_id is None or key[0] == run_id)
-
-    def drop(self, run_id: str, tool_call_id: str) -> bool:
-        """Forget a held completion (its raw response with it); True if one was held."""
-        with self._lock:
-            return self._held.pop((run_id, tool_call_id), None) is not None
-
     def _hold(self, pending: PendingCompletion) -> None:
-        with self._lock:
-            self._held.pop(pending.key, None)
-            self._held[pending.key] = pending
-            while len(self._held) > self.policy.max_pending:
-                self._held.popitem(last=False)
+        self._keep(pending.key, pending)
 
     def settled(self, pending: PendingCompletion) -> None:
         """The store answered ``pending``'s completion: it is no longer held."""
@@ -237,26 +249,12 @@ class HeldCreate:
         return (self.request.run_id, self.request.tool_call_id)
 
 
-class HeldCreates:
-    """The creates a boundary holds, by (run_id, tool_call_id); bounded, thread-safe (CIS-BND-7).
-
-    At most ``policy.max_pending`` are kept; holding one more drops the oldest first.
-    """
-
-    def __init__(self, policy: CompletionRetry = DEFAULT_COMPLETION_RETRY) -> None:
-        if not isinstance(policy, CompletionRetry):
-            raise TypeError("completion_retry must be a CompletionRetry")
-        self.policy = policy
-        self._held: collections.OrderedDict[tuple[str, str], HeldCreate] = collections.OrderedDict()
-        self._lock = threading.Lock()
+class HeldCreates(_Held[HeldCreate]):
+    """The creates a boundary holds, their outcome unknown, by (run_id, tool_call_id) (CIS-BND-7)."""
 
     def hold(self, held: HeldCreate) -> None:
         """Keep ``held`` (replacing one held for the same call), newest last; the oldest go past the bound."""
-        with self._lock:
-            self._held.pop(held.key, None)
-            self._held[held.key] = held
-            while len(self._held) > self.policy.max_pending:
-                self._held.popitem(last=False)
+        self._keep(held.key, held)
 
     def take(self, run_id: str, tool_call_id: str, tool_name: str, request_json: str) -> HeldCreate | None:
         """Remove and return the create held for this call if the call re-sends it (same tool and arguments).
@@ -278,13 +276,3 @@ class HeldCreates:
                 return None
             del self._held[key]
             return held
-
-    def keys(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
-        """(run_id, tool_call_id) of every held create (of ``run_id`` only, if given), oldest first."""
-        with self._lock:
-            return tuple(key for key in self._held if run_id is None or key[0] == run_id)
-
-    def drop(self, run_id: str, tool_call_id: str) -> bool:
-        """Forget the create held for this call; True if one was held."""
-        with self._lock:
-            return self._held.pop((run_id, tool_call_id), None) is not None
