@@ -20,6 +20,11 @@ checks the product's promises (:data:`PROMISES`) and returns the violations.
 
 Planted faults (:data:`PLANTED_FAULTS`) put a known seam fault into the deployment, so
 that tests can show the checks find each one within a documented number of seeds.
+
+Size: one simulation is one object (``_Simulation``) whose parts share its clock, its
+ledger and its records of operations: the stores as hosts see them (the recorder and
+the planted wrappers), the hosts, the harness, the faults and the checks at the end.
+The network, the Redis servers, the loop and the schedule live in their own modules.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from ..kernel import (
     RunContext,
     RunState,
     ToolCallEnvelope,
+    remaining_ms,
 )
 from ._sim_loop import SimulationStalledError, VirtualLoop, run_simulated
 from ._sim_net import CURRENT_OP, Network, RemoteMemoryStore, SimConnection
@@ -781,7 +787,7 @@ class _Simulation:
             live = self.ledger.current(key)
             if live is not None and live.token == record.invocation_token:
                 continue
-            lifetime = record.expires_at_ms - record.created_at_ms
+            lifetime = remaining_ms(record, record.created_at_ms) or 0  # its whole TTL, from its creation
             self.ledger.record(key, record.invocation_token, now + lifetime, now)
         for key in list(self.ledger.versions):
             if key not in seen and self.ledger.current(key) is not None:

@@ -37,6 +37,9 @@ What a real server does that this does not model stays with the real-server test
 the exact bytes of ``INFO``, RDB/AOF file formats, cluster topology and slot
 migration, client output buffers, and every server's own ``WAIT`` corner cases beyond
 the two flavours above.
+
+Size: the node (its commands, replication, persistence) and the deployment (its faults)
+are one model of a Redis server: splitting them would only pass their state around.
 """
 
 from __future__ import annotations
