@@ -117,6 +117,8 @@ TOOL_TIMEOUT_MS: Final = 1_000
 QUIESCE_MS: Final = 15_000
 #: The largest run whose non-linearizable window the simulation explains (see ``_check_history``).
 EXPLAIN_OPS: Final = 12
+#: How long an evicting ``maxmemory-policy`` stays set before the operator restores ``noeviction``.
+POLICY_RESTORED_MS: Final = 6_000
 #: How long a crashed host stays down.
 HOST_DOWN_MS: Final = 300
 #: Harness re-sends of a call answered STORE_UNAVAILABLE (as the README invites).
@@ -1072,12 +1074,19 @@ class _Simulation:
             if self.policy_changed_ms is None:
                 self.policy_changed_ms = now
             self.redis.set_policy("allkeys-lfu")
+            # The operator puts it back after a while (the store then checks the server again).
+            self.loop.call_later(POLICY_RESTORED_MS / 1000, self._restore_policy)
         elif action == "oom":
             self.redis.set_oom(True)
             self.loop.call_later(max(step.arg, 1) / 1000, self.redis.set_oom, False)
         elif action == "repl-cut":
             self.redis.cut_replication(now + max(step.arg, 1))
         self.log_trace(("fault " if applied else "fault (no effect) ") + describe_step(step).split(" ", 1)[1])
+
+    def _restore_policy(self) -> None:
+        assert self.redis is not None
+        self.redis.set_policy("noeviction")
+        self.policy_changed_ms = None
 
     def _lost_since(self, before: Mapping[str, str]) -> None:
         """Runs whose data a fault changed (a write lost, a record evicted) leave the history check."""
