@@ -10,6 +10,7 @@ Ollama ``/api/chat``).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from collections.abc import Callable
@@ -89,7 +90,10 @@ def test_the_gemini_client_invents_a_uuid_for_a_call_without_id() -> None:
         if len(body["contents"]) == 1:
             parts = [
                 {"functionCall": {"name": "lookup", "args": {"q": "a"}}},
-                {"functionCall": {"id": "fc-native-7", "name": "lookup", "args": {"q": "b"}}},
+                {
+                    "functionCall": {"id": "fc-native-7", "name": "lookup", "args": {"q": "b"}},
+                    "thoughtSignature": base64.b64encode(b"\xfb\xff signature" * 16).decode(),
+                },  # Gemini 3: the signature beside the id
             ]
         else:
             parts = [{"text": "done"}]

@@ -117,3 +117,19 @@ def test_the_runner_awaits_an_async_boundary() -> None:
     assert answers
     assert answers[0]["ok"] is True
     assert asyncio.run(store.calls(RUN)) == ("fc-9",)
+
+
+def test_a_thought_signature_stays_beside_the_id() -> None:
+    """CIS-ECO-8: a Gemini 3 call's ``thought_signature`` is a field of its Part: the id stays the model's."""
+    lookup = Lookup()
+    boundary, store, context = sync_boundary(lookup)
+    signed = types.Part(
+        function_call=types.FunctionCall(id="fc-signed-1", name="lookup", args={"q": "s"}),
+        thought_signature=b"\x00\xffsignature+/=" * 16,
+    )
+    events, _ = _run(
+        boundary, context, [LlmResponse(content=types.Content(role="model", parts=[signed])), DONE]
+    )
+    answers = [r for e in events for r in e.get_function_responses()]
+    assert [(r.id, (r.response or {}).get("ok")) for r in answers] == [("fc-signed-1", True)]
+    assert store.calls(RUN) == ("fc-signed-1",)
