@@ -20,9 +20,10 @@ itself sends uuid4 ids passes ``accept_uuid_ids=True``.
 
 What reaches the boundary's codes: the arguments text as the client wrote it (the
 provider's own text for OpenAI-style clients; ``json.dumps`` of the decoded object
-for Gemini and Ollama), so duplicate member names, truncated or non-JSON text are
-INVALID_ARGUMENTS; a repeated id is DUPLICATE_TOOL_CALL; a tool name the agent
-lacks is AG2's own ``ToolNotFoundEvent`` (no record).
+for Gemini and Ollama; an empty text is ``{}``, as AG2 reads it), so duplicate
+member names, truncated or non-JSON text are INVALID_ARGUMENTS; a repeated id is
+DUPLICATE_TOOL_CALL; a tool name the agent lacks is AG2's own ``ToolNotFoundEvent``
+(no record).
 
 Requires ``pip install 'canonical-invocation-store[ag2]'``.
 """
@@ -133,7 +134,7 @@ class BoundaryTool(Tool):  # type: ignore[misc]  # AG2 is untyped where mypy run
             run_id=run_context.run_id,
             tool_call_id=ag2_tool_call_id(event.id, accept_uuid_ids=self._accept_uuid_ids),
             tool_name=self.name,
-            arguments=event.arguments,
+            arguments=event.arguments or "{}",  # AG2's own reading of an empty text
         )
         return ToolResultEvent.from_call(
             event, result=agent_text(await invoke(self._boundary, run_context, envelope))

@@ -40,6 +40,7 @@ from ._extras import missing_extra
 
 try:
     from llama_index.core.agent.workflow import (
+        BaseWorkflowAgent,
         CodeActAgent,
         FunctionAgent,
         ReActAgent,
@@ -80,7 +81,15 @@ class ToolCallIds:
 
     Put it first: ``class MyAgent(ToolCallIds, FunctionAgent): ...``. For
     ``ReActAgent``/``CodeActAgent`` subclasses no id is passed on (theirs are uuid4s).
+    Only for a single agent (a ``BaseWorkflowAgent``): an ``AgentWorkflow`` runs its
+    agents' calls in its own step, and a ReAct agent among them would pass its
+    invented ids, so a subclass of anything else raises ``TypeError``.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not issubclass(cls, BaseWorkflowAgent):
+            raise TypeError("ToolCallIds is a mixin for a single LlamaIndex agent (FunctionAgent)")
 
     @step  # type: ignore[untyped-decorator]  # llama-index is untyped where mypy runs
     async def call_tool(self, ctx: Context, ev: ToolCall) -> ToolCallResult:

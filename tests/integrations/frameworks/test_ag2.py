@@ -171,7 +171,7 @@ def test_middleware_runs_around_it_and_the_async_boundary_is_awaited() -> None:
         return await async_boundary(Lookup())
 
     boundary, store, context = asyncio.run(make())
-    config = TestConfig(ToolCallEvent("lookup", id="call_9", arguments="{}"), "done")
+    config = TestConfig(ToolCallEvent("lookup", id="call_9", arguments=""), "done")  # "" is AG2's {}
     agent = Agent(
         "ops",
         config=config,

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import ollama
 import pytest
-from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCall, ToolCallResult
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent, ToolCall, ToolCallResult
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.llms.ollama import Ollama
@@ -224,3 +224,11 @@ def test_an_unregistered_tool_is_refused() -> None:
     boundary, _, context = sync_boundary(Lookup())
     with pytest.raises(ValueError, match="not registered"):
         boundary_tool(boundary, context, "launch", "x")
+
+
+def test_the_mixin_is_for_a_single_agent() -> None:
+    """CIS-ECO-8: an AgentWorkflow may hold ReAct agents, whose invented ids the mixin would pass on."""
+    with pytest.raises(TypeError, match="single LlamaIndex agent"):
+
+        class Workflow(ToolCallIds, AgentWorkflow):
+            pass

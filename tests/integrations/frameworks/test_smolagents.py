@@ -14,7 +14,8 @@ import inspect
 import re
 from typing import Any
 
-from smolagents import Tool, ToolCallingAgent
+import httpx
+from smolagents import OpenAIModel, Tool, ToolCallingAgent
 from smolagents.memory import ActionStep
 from smolagents.models import (
     ChatMessage,
@@ -23,6 +24,11 @@ from smolagents.models import (
     MessageRole,
     Model,
 )
+
+from invocation_store import envelopes_from_openai_chat
+
+from .._support import RUN, sync_boundary
+from .._support import Lookup as BoundaryLookup
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -103,3 +109,60 @@ def test_a_tool_is_called_with_its_arguments_only() -> None:
         "arguments",
     ]
     assert "id" not in inspect.signature(Tool.__call__).parameters
+
+
+def test_a_harness_can_key_calls_by_the_providers_response_it_keeps() -> None:
+    """CIS-ECO-8: ``OpenAIModel``'s ``ChatMessage.raw`` is the SDK's ChatCompletion: its parser keeps the ids.
+
+    What the README offers instead of an adapter: the harness dispatches the model's
+    calls itself, from the provider's own response (here over an httpx mock transport).
+    """
+    completion = {
+        "id": "chatcmpl-1",
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4.1",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "call_S1",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": '{"q": "a", "q": "b"}'},
+                        },
+                        {
+                            "id": "call_S2",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": '{"q": "c"}'},
+                        },
+                    ],
+                },
+            }
+        ],
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.host == "mock.invalid"
+        return httpx.Response(200, json=completion)
+
+    model = OpenAIModel(
+        model_id="gpt-4.1",
+        api_base="http://mock.invalid/v1",
+        api_key="test-key",
+        client_kwargs={"http_client": httpx.Client(transport=httpx.MockTransport(handler))},
+    )
+    message = model.generate([ChatMessage(role=MessageRole.USER, content=[{"type": "text", "text": "go"}])])
+    assert [c.id for c in message.tool_calls] == ["call_S1", "call_S2"]
+    lookup = BoundaryLookup()
+    boundary, store, context = sync_boundary(lookup)
+    results = [boundary.invoke(context, e) for e in envelopes_from_openai_chat(message.raw, RUN)]
+    assert [None if r.ok else r.code.value for r in results] == [
+        "INVALID_ARGUMENTS",
+        None,
+    ]  # the raw text is read
+    assert store.calls(RUN) == ("call_S2",)
