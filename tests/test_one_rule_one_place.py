@@ -36,6 +36,7 @@ LUA_MIRRORS: dict[str, tuple[str, ...]] = {
     "COMPLETE_SCRIPT": ("decide_complete", "decide_completion"),
     "OPEN_RUN_SCRIPT": ("open_run",),
     "END_RUN_SCRIPT": ("cancel_run", "close_run"),
+    "UNDO_OPEN_SCRIPT": ("open_run",),
 }
 
 #: Read-only scripts: they decide nothing, so they mirror no kernel function.

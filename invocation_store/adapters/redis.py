@@ -57,13 +57,12 @@ sleeping between retries) is in ``_redis_flavour.py``; the key layout is in
 from __future__ import annotations
 
 from ._async.redis import AsyncRedisStore
-from ._redis_common import DEFAULT_MAX_LAG_MS, DEFAULT_PREFIX, DEFAULT_TIMEOUT_S
+from ._redis_common import DEFAULT_PREFIX, DEFAULT_TIMEOUT_S
 from ._redis_retry import RetryPolicy
 from ._redis_server import Durability, UnsafeServerError, UnsupportedRedisError
 from ._sync.redis import RedisStore
 
 __all__ = [
-    "DEFAULT_MAX_LAG_MS",
     "DEFAULT_PREFIX",
     "DEFAULT_TIMEOUT_S",
     "AsyncRedisStore",
