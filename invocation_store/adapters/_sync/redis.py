@@ -430,8 +430,9 @@ class RedisStore:
                 return ErrorCode.RUN_INACTIVE
             try:
                 sent = self._server_clock.local_ms()
+                key, args = planned
                 reply = core.refuse_corrupt(
-                    self._io(lambda: self._end(keys=(planned.key,), args=planned.args, client=self._client))
+                    self._io(lambda: self._end(keys=(key,), args=args, client=self._client))
                 )
                 ended, decided_at = core.finish_end_run(run_id, cancel, reply)
                 if decided_at:
