@@ -433,9 +433,7 @@ def section_invocation(
             f"seed protocol behind the same boundary / ours (wall, default ToolSpec), {place}",
             ratios(t["seed"], t["default"]),
         )
-        figure(
-            f"seed store bare / RedisStore bare (wall), {place}", ratios(t["seed_store"], t["store"])
-        )
+        figure(f"seed store bare / RedisStore bare (wall), {place}", ratios(t["seed_store"], t["store"]))
         figure(
             f"boundary without hiredis / with hiredis (wall, default ToolSpec), {place}",
             ratios(t["no_hiredis"], t["default"]),
@@ -726,9 +724,8 @@ def section_memory(rounds: int, ops: int) -> None:
     got = interleave(variants, rounds, ops, [("unpinned", lambda: None)])["unpinned"]
     for name, values in got.items():
         print(f"     {name:9s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
-    figure(
-        "MemoryStore invocation, default ToolSpec (wall)", got["default"], unit="us", scale=1e6, target="<= 30 us"
-    )
+    wall = got["default"]
+    figure("MemoryStore invocation, default ToolSpec (wall)", wall, unit="us", scale=1e6, target="<= 30 us")
     figure(
         "MemoryStore invocation, default ToolSpec (CPU, every thread)",
         [c for c, _ in CPU["unpinned"]["default"]],
@@ -785,7 +782,9 @@ def section_rtt(rtt_ms: float, rounds: int) -> None:
         t = interleave(variants, rounds, ops, [("relay", lambda: None)])["relay"]
         for name, values in t.items():
             print(f"     {name:7s} {_spread(values, 1e6, 1)} us/op")
-        figure(f"redis invocation (default ToolSpec) / floor, RTT {rtt_ms} ms", ratios(t["default"], t["floor"]))
+        figure(
+            f"redis invocation (default ToolSpec) / floor, RTT {rtt_ms} ms", ratios(t["default"], t["floor"])
+        )
         figure(f"redis invocation / two PINGs, RTT {rtt_ms} ms", ratios(t["default"], t["pings"]))
         figure(
             f"seed behind the same boundary / ours (throughput), RTT {rtt_ms} ms",
