@@ -340,6 +340,7 @@ class LinkProxy:
     so senders never block) while every TCP connection stays up: a network partition
     that neither end notices until its own timeout. :meth:`heal` forwards again (bytes
     dropped meanwhile are lost for good; a replication stream then resynchronises).
+    :meth:`retarget` moves it to another server (a failover behind a virtual address).
     :meth:`close` stops it and closes every connection. Used as a context manager.
     Only loopback addresses are used.
     """
@@ -409,6 +410,18 @@ class LinkProxy:
             for end in (one, other):
                 with contextlib.suppress(OSError):
                     end.close()
+
+    def retarget(self, target_port: int) -> None:
+        """Send new connections to ``127.0.0.1:<target_port>`` and close the current ones.
+
+        What a virtual IP or a Sentinel-aware DNS name does for clients after a failover.
+        """
+        self.target_port = target_port
+        with self._lock:
+            ends, self._sockets = self._sockets, []
+        for end in ends:
+            with contextlib.suppress(OSError):
+                end.close()
 
     def close(self) -> None:
         """Stop accepting and close every proxied connection."""

@@ -12,6 +12,9 @@ server under test (Redis 7 by default; Redis 6.2 and Valkey in CI).
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import statistics
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -29,6 +32,8 @@ pytestmark = pytest.mark.redis
 
 WAIT_MS = 400
 CALLS = 3
+#: When the old master, restarted, rejoins as the promoted master's replica (s).
+REJOIN_AFTER_S = 3.0
 
 
 def _port(url: str) -> int:
@@ -247,4 +252,65 @@ def test_an_open_refused_for_durability_writes_nothing_and_can_be_opened_again()
             time.sleep(0.2)
         assert isinstance(reopened, RunState)
         assert reopened.tool_call_budget == 9
+        store.close()
+
+
+def test_the_waiting_modes_cost_after_a_failover_is_measured() -> None:
+    """CIS-DUR-2: after a failover the promoted master has no replica until the old master rejoins as
+    one; meanwhile every create in Durability(replicas=1) waits timeout_ms and is
+    DURABILITY_NOT_REACHED (its executor never runs), and creates are acknowledged again once the
+    replica is back. The store reaches the master through one address (a proxy moved to the promoted
+    replica, as a virtual IP would be). The window, the refusals and their wait are measured and
+    printed (the README's Durability section states them with what an operator can do)."""
+    executor = CountingExecutor()
+    durability = Durability(replicas=1, timeout_ms=WAIT_MS)
+    fast_sync = ["--repl-diskless-sync-delay", "0"]
+    with contextlib.ExitStack() as stack:
+        primary = stack.enter_context(redis_server(extra_args=fast_sync))
+        replica = stack.enter_context(
+            redis_server(extra_args=["--replicaof", "127.0.0.1", str(_port(primary)), *fast_sync])
+        )
+        with redis.Redis.from_url(primary) as p, redis.Redis.from_url(replica) as r:
+            _wait_link_up(p, r)
+        address = stack.enter_context(LinkProxy(_port(primary)))
+        store = RedisStore.from_url(address.url, prefix="fo", durability=durability)
+        boundary = _boundary(store, executor)
+        _open(store, "run-fo")
+        assert _call(boundary, "run-fo", "before").ok
+        with redis.Redis.from_url(primary) as p:
+            pid = int(p.info("server")["process_id"])
+        os.kill(pid, signal.SIGKILL)  # the master dies; the replica is promoted
+        with redis.Redis.from_url(replica) as r:
+            r.replicaof("NO", "ONE")
+        address.retarget(_port(replica))
+        failed_over = time.monotonic()
+
+        refused, waits, index = 0, [], 0
+        result = None
+        rejoined = False
+        while time.monotonic() - failed_over < 20:
+            if not rejoined and time.monotonic() - failed_over >= REJOIN_AFTER_S:
+                # The old master comes back (a fresh process) as the new master's replica. Started
+                # from this thread: a server dies with the thread that started it (PDEATHSIG).
+                again = ["--replicaof", "127.0.0.1", str(_port(replica)), *fast_sync]
+                stack.enter_context(redis_server(extra_args=again))
+                rejoined = True
+            started = time.monotonic()
+            result = _call(boundary, "run-fo", f"after{index}")
+            index += 1
+            if result.ok:
+                break
+            assert result.code is ErrorCode.DURABILITY_NOT_REACHED
+            refused += 1
+            waits.append(time.monotonic() - started)
+        window = time.monotonic() - failed_over
+        assert result is not None
+        assert result.ok, "creates never became durable again"
+        assert refused >= 1
+        assert all(executor.runs.get(f"after{i}", 0) == 0 for i in range(index - 1))
+        print(
+            f"failover cost: {refused} creates DURABILITY_NOT_REACHED over {window:.2f} s until the "
+            f"replica was back {REJOIN_AFTER_S:.0f} s after the failover (median wait "
+            f"{statistics.median(waits) * 1000:.0f} ms, timeout_ms {WAIT_MS})"
+        )
         store.close()
