@@ -1,4 +1,4 @@
-"""The server's work per invocation: how many commands the two scripts run (CIS-PERF-1, CIS-STORE-9).
+"""The server's work per invocation: how many commands the two scripts run (CIS-STORE-9).
 
 Counted from ``INFO commandstats`` (commands a script runs are counted there too) over a
 hundred successful invocations through the boundary on a store on the server's clock.
@@ -30,7 +30,7 @@ def _project(raw: object, args: Mapping[str, Any]) -> Projection:
 
 
 def test_an_invocation_runs_fourteen_commands_in_two_scripts() -> None:
-    """CIS-STORE-9, CIS-PERF-1: a successful invocation is two EVALSHA (two round trips) whose
+    """CIS-STORE-9: a successful invocation is two EVALSHA (two round trips) whose
     scripts run 7 commands each (create: TIME, HMGET run, HMGET record, RPUSH, HSET record, PEXPIRE
     record, HSET run; complete: HMGET record, PTTL record, HMGET run, RPUSH, HSET record, SET raw,
     HINCRBY run), and nothing else reaches the server: no TYPE, no second PTTL, no GET."""

@@ -675,7 +675,7 @@ class RedisStore:
     def _send_held(self, *args: bytes | str) -> object:
         """One command on a pool connection held for it: packed once, sent, its reply read.
 
-        The cheapest path redis-py offers for the two hot scripts (CIS-PERF-1): no
+        The cheapest path redis-py offers for the two hot scripts (CIS-STORE-9): no
         per-command option handling, retry wrapper or client-side metrics (the store's
         ``_io`` retries; its log names failures). Error replies raise as with
         ``execute_command`` (``NoScriptError`` included); a failed connection is
