@@ -32,7 +32,7 @@ from invocation_store.kernel import (
 )
 from invocation_store.testing.redis_server import redis_server
 
-from ._support import LIMITS, request
+from ._support import LIMITS, failed, request
 
 pytestmark = pytest.mark.redis
 
@@ -323,4 +323,32 @@ def test_a_given_clock_replaces_the_server_clock_everywhere() -> None:
         assert admitted.record.created_at_ms == 1_000_000
         fixed[0] = opened.deadline_ms
         assert store.create(_request("run-given", "call_2"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+        store.close()
+
+
+def test_on_the_server_clock_a_lapsed_record_is_never_completed_and_its_id_is_new() -> None:
+    """CIS-STORE-10, CIS-TTL-4, CIS-STORE-3: on the server's clock a record key that exists is live and
+    one that lapsed is absent: a completion after the record's TTL is INVALID_TRANSITION with nothing
+    written, a completion before it writes; the lapsed id is admitted again as a new call (the run
+    still live)."""
+    with redis_server() as url:
+        store = RedisStore.from_url(url, prefix="lapse")
+        opened = store.open_run(
+            "run-lapse", deadline_ms=store.now_ms() + 5_000, ttl_ms=300, tool_call_budget=9, byte_budget=10**6
+        )
+        assert isinstance(opened, RunState)
+        kept = store.create(_request("run-lapse", "kept"), LIMITS)
+        lapsing = store.create(_request("run-lapse", "lapsing"), LIMITS)
+        assert isinstance(kept, Admission)
+        assert isinstance(lapsing, Admission)
+        done = failed(kept.record, store.now_ms(), ErrorCode.EXECUTION_FAILED)
+        assert store.complete(kept.record, done) == done
+        late = failed(lapsing.record, store.now_ms(), ErrorCode.EXECUTION_FAILED)  # decided while live
+        time.sleep(0.4)
+        assert store.complete(lapsing.record, late) is ErrorCode.INVALID_TRANSITION
+        assert store.get("run-lapse", "lapsing") is None
+        again = store.create(_request("run-lapse", "lapsing"), LIMITS)
+        assert isinstance(again, Admission)
+        assert not again.replayed
+        assert again.record.sequence == 3
         store.close()
