@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 # A library's logger gets a NullHandler, so an application that configures no logging
 # prints nothing (Python's last-resort handler stays quiet) (CIS-OBS-1).
 _logging.getLogger("invocation_store").addHandler(_logging.NullHandler())
+# Every logger of the package names the call its records are about (CIS-OBS-2).
+_importlib.import_module("._logs", __name__)
 
 #: Where each public name lives. Nothing is imported until a name is first used
 #: (PEP 562 module ``__getattr__``): ``import invocation_store`` loads no Redis client,
