@@ -191,7 +191,8 @@ def test_a_live_reshard_at_cli_pace_loses_no_call_within_the_documented_budget(c
     open_default_run(warm, clock(), run_id=run, tool_call_budget=200)
     for index in range(20):
         made = admitted(warm, request(f"warm_{index}", run_id=run))
-        assert warm.complete(made, ready(made, clock())) is not None
+        done = ready(made, clock())
+        assert warm.complete(made, done) == done
     slot = client.keyslot(run_key(PREFIX, run))
     owner = client.get_node_from_key(run_key(PREFIX, run))
     source_index = next(i for i, url in enumerate(cluster) if url.endswith(f":{owner.port}/0"))
