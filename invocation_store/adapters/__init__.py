@@ -1,7 +1,9 @@
 """Adapters: the I/O half. Each applies what the kernel decided (CIS-STORE-1)."""
 
-from ._forwarding import ForwardingStore
+from ._face import AsyncFace
+from ._forwarding import AsyncForwardingStore, ForwardingStore
 from ._protocol import AsyncInvocationStore, CorruptRecordError, InvocationStore, StoreUnavailableError
+from ._reads import read_records, read_views, wanted_ids
 from ._redis_keys import call_key, done_key, run_key
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
 from .redis import (
@@ -16,6 +18,8 @@ from .redis import (
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "AsyncFace",
+    "AsyncForwardingStore",
     "AsyncInvocationStore",
     "AsyncMemoryStore",
     "AsyncRedisStore",
@@ -31,6 +35,9 @@ __all__ = [
     "UnsupportedRedisError",
     "call_key",
     "done_key",
+    "read_records",
+    "read_views",
     "run_key",
     "wall_clock_ms",
+    "wanted_ids",
 ]
