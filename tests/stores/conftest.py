@@ -101,22 +101,27 @@ class _Drivers:
             client.close()
 
 
-def _driver_factory(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
+#: ``make_driver``'s parameters: one per flavour, with its marker.
+FLAVOUR_PARAMS = _params(FLAVOURS)
+
+
+def driver_factory(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
+    """Yield ``make_driver(clock)`` for the flavour ``request.param``; close its drivers afterwards."""
     drivers = _Drivers(request)
     yield lambda clock: drivers.build(request.param, clock)
     drivers.close()
 
 
-@pytest.fixture(params=_params(FLAVOURS))
+@pytest.fixture(params=FLAVOUR_PARAMS)
 def make_driver(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
     """``make_driver(clock)`` -> a :class:`StoreDriver` over a fresh store of each flavour."""
-    yield from _driver_factory(request)
+    yield from driver_factory(request)
 
 
 @pytest.fixture(params=_params(REDIS_FLAVOURS))
 def make_redis_driver(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
     """``make_redis_driver(clock)`` -> a :class:`StoreDriver` over a fresh Redis store of each flavour."""
-    yield from _driver_factory(request)
+    yield from driver_factory(request)
 
 
 @pytest.fixture(params=[pytest.param("every", marks=[pytest.mark.redis], id="every-flavour")])
