@@ -26,6 +26,10 @@ async store in its own loop). Run the stateful machine beside it
 
 Needs pytest (the ``testing`` extra). The helpers below (:func:`request`,
 :func:`admitted`, :func:`ready`, ...) build kernel records for your own tests too.
+
+Size: one contract, one class: its tests are read (and subclassed) together, each a
+short kernel-checked scenario; the driver and builders above them are what the tests
+call, kept beside them so that a failing test reads in one file.
 """
 
 from __future__ import annotations
