@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._clock import FakeClock
 
 if TYPE_CHECKING:
-    from ._factories import RedisStoreFactory
+    from ._factories import RedisStoreFactory, SqliteStoreFactory
     from ._mutants import MUTANTS, Mutant
     from .stateful import (
         INVARIANTS,
@@ -34,6 +34,7 @@ __all__ = [
     "MachineStats",
     "Mutant",
     "RedisStoreFactory",
+    "SqliteStoreFactory",
     "make_invocation_machine",
 ]
 
@@ -47,6 +48,7 @@ _LAZY = {
     "MUTANTS": "._mutants",
     "Mutant": "._mutants",
     "RedisStoreFactory": "._factories",
+    "SqliteStoreFactory": "._factories",
 }
 
 

@@ -1,5 +1,8 @@
 """Store factories for the stateful machine: a fresh, empty store per example.
 
+:class:`SqliteStoreFactory` gives every example a SQLite store on a fresh file and
+deletes it when the example ends.
+
 :class:`RedisStoreFactory` gives every example a Redis store under a fresh, unique
 key prefix on one server, and deletes that prefix's keys when the example ends
 (``release``, called by the machine's teardown): a shared server is never flushed.
@@ -7,7 +10,9 @@ key prefix on one server, and deletes that prefix's keys when the example ends
 
 from __future__ import annotations
 
+import os
 import secrets
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -15,7 +20,7 @@ import redis
 from ..adapters import AsyncRedisStore, RedisStore
 from ._clock import FakeClock
 
-__all__ = ["RedisStoreFactory"]
+__all__ = ["RedisStoreFactory", "SqliteStoreFactory"]
 
 
 class RedisStoreFactory:
@@ -54,3 +59,36 @@ class RedisStoreFactory:
     def close(self) -> None:
         """Close the shared client."""
         self._client.close()
+
+
+class SqliteStoreFactory:
+    """``factory(clock)`` -> a :class:`~invocation_store.adapters.sqlite.SqliteStore` on a fresh file.
+
+    ``directory``: where the example databases go (a temporary one of the caller's).
+    ``asynchronous``: build :class:`~invocation_store.adapters.sqlite.AsyncSqliteStore`.
+    ``options`` are passed to the store (e.g. ``synchronous="NORMAL"``). ``release(store)``
+    deletes the example's files.
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str], *, asynchronous: bool = False, **options: Any
+    ) -> None:
+        self.directory = Path(directory)
+        self.asynchronous = asynchronous
+        self.options = options
+        self.created = 0
+
+    def __call__(self, clock: FakeClock) -> Any:
+        """A fresh store on ``clock`` in a new file."""
+        from ..adapters.sqlite import AsyncSqliteStore, SqliteStore  # noqa: PLC0415 - only for SQLite users
+
+        self.created += 1
+        path = self.directory / f"example-{self.created}-{secrets.token_hex(4)}.db"
+        store = SqliteStore(path, clock=clock, **self.options)
+        return AsyncSqliteStore(store=store) if self.asynchronous else store
+
+    def release(self, store: Any) -> None:
+        """Delete the example's database files (the store is closed)."""
+        sync = getattr(store, "sync", store)
+        for suffix in ("", "-wal", "-shm"):
+            Path(sync.path + suffix).unlink(missing_ok=True)

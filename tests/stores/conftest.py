@@ -23,6 +23,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from invocation_store.adapters import AsyncMemoryStore, AsyncRedisStore, MemoryStore, RedisStore
+from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_cluster
 
@@ -30,7 +31,16 @@ from ._support import MakeDriver, StoreDriver
 
 #: Every store flavour a contract test runs on: both Redis stores also on a Redis Cluster
 #: client (``redis.cluster`` and ``redis.asyncio.cluster``).
-FLAVOURS = ("memory", "async-memory", "redis", "async-redis", "redis-cluster", "async-redis-cluster")
+FLAVOURS = (
+    "memory",
+    "async-memory",
+    "sqlite",
+    "async-sqlite",
+    "redis",
+    "async-redis",
+    "redis-cluster",
+    "async-redis-cluster",
+)
 REDIS_FLAVOURS = tuple(flavour for flavour in FLAVOURS if "redis" in flavour)
 
 
@@ -69,6 +79,11 @@ class _Drivers:
             driver = StoreDriver(MemoryStore(clock), flavour)
         elif flavour == "async-memory":
             driver = StoreDriver(AsyncMemoryStore(clock=clock), flavour)
+        elif flavour in ("sqlite", "async-sqlite"):
+            path = request.getfixturevalue("tmp_path") / f"store-{len(self.drivers)}.db"
+            sqlite_store = SqliteStore(path, clock=clock)
+            face = sqlite_store if flavour == "sqlite" else AsyncSqliteStore(store=sqlite_store)
+            driver = StoreDriver(face, flavour)
         elif flavour == "redis-cluster":
             urls: list[str] = request.getfixturevalue("store_cluster_urls")
             cluster = RedisCluster.from_url(urls[0])
