@@ -30,6 +30,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("invocation_store/adapters/_async/redis.py", "invocation_store/adapters/_sync/redis.py"),
     ("invocation_store/adapters/_async/forwarding.py", "invocation_store/adapters/_sync/forwarding.py"),
     ("invocation_store/adapters/_async/progress.py", "invocation_store/adapters/_sync/progress.py"),
+    ("invocation_store/adapters/_async/postgres.py", "invocation_store/adapters/_sync/postgres.py"),
 )
 
 #: Ordered (pattern, replacement) substitutions applied to every line.

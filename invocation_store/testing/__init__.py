@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._clock import FakeClock
 
 if TYPE_CHECKING:
-    from ._factories import RedisStoreFactory, SqliteStoreFactory
+    from ._factories import PostgresStoreFactory, RedisStoreFactory, SqliteStoreFactory
     from ._mutants import MUTANTS, Mutant
     from .stateful import (
         INVARIANTS,
@@ -33,6 +33,7 @@ __all__ = [
     "InvocationMachine",
     "MachineStats",
     "Mutant",
+    "PostgresStoreFactory",
     "RedisStoreFactory",
     "SqliteStoreFactory",
     "make_invocation_machine",
@@ -48,6 +49,7 @@ _LAZY = {
     "MUTANTS": "._mutants",
     "Mutant": "._mutants",
     "RedisStoreFactory": "._factories",
+    "PostgresStoreFactory": "._factories",
     "SqliteStoreFactory": "._factories",
 }
 

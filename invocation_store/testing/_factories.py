@@ -20,7 +20,7 @@ import redis
 from ..adapters import AsyncRedisStore, RedisStore
 from ._clock import FakeClock
 
-__all__ = ["RedisStoreFactory", "SqliteStoreFactory"]
+__all__ = ["PostgresStoreFactory", "RedisStoreFactory", "SqliteStoreFactory", "drop_tables"]
 
 
 class RedisStoreFactory:
@@ -92,3 +92,65 @@ class SqliteStoreFactory:
         sync = getattr(store, "sync", store)
         for suffix in ("", "-wal", "-shm"):
             Path(sync.path + suffix).unlink(missing_ok=True)
+
+
+class PostgresStoreFactory:
+    """``factory(clock)`` -> a :class:`~invocation_store.adapters.postgres.PostgresStore` under fresh tables.
+
+    ``dsn``: the database (use a private server, see
+    :mod:`invocation_store.testing.postgres_server`). Each example gets its own table
+    prefix on one shared pool; ``release(store)`` drops its tables. ``asynchronous``:
+    build an :class:`~invocation_store.adapters.postgres.AsyncPostgresStore` on its own
+    pool (bound to the example's event loop). ``options`` go to the store. Call
+    :meth:`close` when done.
+    """
+
+    def __init__(
+        self, dsn: str, *, asynchronous: bool = False, prefix: str = "cis_machine", **options: Any
+    ) -> None:
+        from psycopg_pool import ConnectionPool  # noqa: PLC0415 - the postgres extra
+
+        self.dsn = dsn
+        self.asynchronous = asynchronous
+        self.prefix = prefix
+        self.options = options
+        self.created = 0
+        self._pool: Any = ConnectionPool(dsn, min_size=1, max_size=4, open=True)
+
+    def __call__(self, clock: FakeClock) -> Any:
+        """A fresh store on ``clock`` under a new table prefix."""
+        from ..adapters.postgres import AsyncPostgresStore, PostgresStore  # noqa: PLC0415 - the postgres extra
+
+        self.created += 1
+        prefix = f"{self.prefix}_{secrets.token_hex(4)}_"
+        if self.asynchronous:
+            return AsyncPostgresStore.from_dsn(
+                self.dsn, max_size=2, prefix=prefix, clock=clock, **self.options
+            )
+        return PostgresStore(self._pool, prefix=prefix, clock=clock, **self.options)
+
+    def release(self, store: Any) -> None:
+        """Drop the example's tables."""
+        drop_tables(self.dsn, store.prefix)
+
+    def close(self) -> None:
+        """Close the shared pool."""
+        self._pool.close()
+
+
+def drop_tables(dsn: str, prefix: str) -> None:
+    """Drop every table whose name starts with ``prefix`` (a store's tables) in the database ``dsn``."""
+    import psycopg  # noqa: PLC0415 - the postgres extra
+    from psycopg import sql  # noqa: PLC0415
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        names = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables "
+                "WHERE schemaname = current_schema() AND starts_with(tablename, %s)",
+                (prefix,),
+            ).fetchall()
+        ]
+        if names:
+            conn.execute(sql.SQL("DROP TABLE {}").format(sql.SQL(", ").join(map(sql.Identifier, names))))

@@ -16,6 +16,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -23,8 +24,10 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from invocation_store.adapters import AsyncMemoryStore, AsyncRedisStore, MemoryStore, RedisStore
+from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore
 from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
 from invocation_store.testing import FakeClock
+from invocation_store.testing._factories import drop_tables
 from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_cluster
 
 from ._support import MakeDriver, StoreDriver
@@ -36,6 +39,8 @@ FLAVOURS = (
     "async-memory",
     "sqlite",
     "async-sqlite",
+    "postgres",
+    "async-postgres",
     "redis",
     "async-redis",
     "redis-cluster",
@@ -46,7 +51,11 @@ REDIS_FLAVOURS = tuple(flavour for flavour in FLAVOURS if "redis" in flavour)
 
 def _params(flavours: tuple[str, ...]) -> list[object]:
     return [
-        pytest.param(flavour, marks=[pytest.mark.redis] if "redis" in flavour else [], id=flavour)
+        pytest.param(
+            flavour,
+            marks=[getattr(pytest.mark, kind) for kind in ("redis", "postgres") if kind in flavour],
+            id=flavour,
+        )
         for flavour in flavours
     ]
 
@@ -72,6 +81,7 @@ class _Drivers:
         self._request = request
         self.drivers: list[StoreDriver] = []
         self._clients: list[redis.Redis | RedisCluster] = []
+        self._prefixes: list[tuple[str, str]] = []
 
     def build(self, flavour: str, clock: FakeClock) -> StoreDriver:
         request = self._request
@@ -79,6 +89,15 @@ class _Drivers:
             driver = StoreDriver(MemoryStore(clock), flavour)
         elif flavour == "async-memory":
             driver = StoreDriver(AsyncMemoryStore(clock=clock), flavour)
+        elif flavour in ("postgres", "async-postgres"):
+            dsn: str = request.getfixturevalue("postgres_dsn")
+            prefix = f"cis_test_{secrets.token_hex(4)}_"
+            self._prefixes.append((dsn, prefix))
+            if flavour == "postgres":
+                pg_store: Any = PostgresStore.from_dsn(dsn, max_size=8, prefix=prefix, clock=clock)
+            else:
+                pg_store = AsyncPostgresStore.from_dsn(dsn, max_size=8, prefix=prefix, clock=clock)
+            driver = StoreDriver(pg_store, flavour)
         elif flavour in ("sqlite", "async-sqlite"):
             path = request.getfixturevalue("tmp_path") / f"store-{len(self.drivers)}.db"
             sqlite_store = SqliteStore(path, clock=clock)
@@ -114,6 +133,8 @@ class _Drivers:
             driver.close()
         for client in self._clients:
             client.close()
+        for dsn, prefix in self._prefixes:
+            drop_tables(dsn, prefix)
 
 
 #: ``make_driver``'s parameters: one per flavour, with its marker.
@@ -139,7 +160,10 @@ def make_redis_driver(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
     yield from driver_factory(request)
 
 
-@pytest.fixture(params=[pytest.param("every", marks=[pytest.mark.redis], id="every-flavour")])
+_EVERY = pytest.param("every", marks=[pytest.mark.redis, pytest.mark.postgres], id="every-flavour")
+
+
+@pytest.fixture(params=[_EVERY])
 def make_every_driver(request: pytest.FixtureRequest) -> Iterator[Callable[[FakeClock], list[StoreDriver]]]:
     """``make_every_driver(clock)`` -> one fresh :class:`StoreDriver` of every flavour, in FLAVOURS order."""
     drivers = _Drivers(request)
