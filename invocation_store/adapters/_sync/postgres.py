@@ -90,7 +90,7 @@ class PostgresStore:
         self._schema_ready = False
         self._sweep_limit = sweep_limit
         self._sweep_interval_s = sweep_interval_ms / 1000
-        self._last_sweep = 0.0
+        self._last_sweep = time.monotonic()
 
     @classmethod
     def from_dsn(
