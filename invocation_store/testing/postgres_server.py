@@ -99,13 +99,23 @@ class PostgresServer:
     """A private PostgreSQL server: ``initdb`` once, then :meth:`start`, :meth:`stop`, :meth:`crash`.
 
     ``settings``: extra ``-c name=value`` server settings (e.g.
-    ``("synchronous_standby_names=standby",)``). ``dsn``: a libpq connection string
+    ``("synchronous_standby_names=standby",)``). ``standby_of``: make this server a
+    streaming standby of that (running) one, by ``pg_basebackup``; ``name`` is its
+    ``cluster_name``, the name its primary's ``synchronous_standby_names`` lists.
+    ``dsn``: a libpq connection string
     for the ``postgres`` database as the superuser. Use it as a context manager: the
     server is started on entry and stopped, and its directory removed, on exit.
     Raises :class:`PostgresUnavailableError` without binaries or when it does not start.
     """
 
-    def __init__(self, settings: Sequence[str] = (), *, startup_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        settings: Sequence[str] = (),
+        *,
+        startup_timeout_s: float = 30.0,
+        standby_of: PostgresServer | None = None,
+        name: str = "cis",
+    ) -> None:
         bindir = find_postgres_bindir()
         if bindir is None:
             raise PostgresUnavailableError(f"no PostgreSQL server binaries: {HOW_TO_GET_POSTGRES}")
@@ -118,7 +128,11 @@ class PostgresServer:
         self.restarts = 0
         self._root = Path(tempfile.mkdtemp(prefix="cis-postgres-"))
         self.data_dir = self._root / "data"
-        self._initdb()
+        self.name = name
+        if standby_of is None:
+            self._initdb()
+        else:
+            self._base_backup(standby_of)
 
     @property
     def dsn(self) -> str:
@@ -146,6 +160,31 @@ class PostgresServer:
         if done.returncode != 0:
             raise PostgresUnavailableError(f"initdb failed with exit code {done.returncode}")
 
+    def _base_backup(self, primary: PostgresServer) -> None:
+        """A streaming standby of ``primary``: ``pg_basebackup -R`` (standby.signal, primary_conninfo)."""
+        if self.user:
+            os.chown(self._root, pwd.getpwnam(self.user).pw_uid, -1)
+        args = [
+            str(self.bindir / "pg_basebackup"),
+            "-h",
+            _HOST,
+            "-p",
+            str(primary.port),
+            "-U",
+            _SUPERUSER,
+            "-D",
+            str(self.data_dir),
+            "-R",
+            "-X",
+            "stream",
+            "--no-sync",
+        ]
+        done = subprocess.run(  # noqa: S603 - a fixed argument list, no shell
+            args, capture_output=True, check=False, timeout=120, user=self.user
+        )
+        if done.returncode != 0:
+            raise PostgresUnavailableError(f"pg_basebackup failed with exit code {done.returncode}")
+
     def start(self) -> None:
         """Start the server on its port and wait until it accepts connections."""
         args = [
@@ -160,6 +199,8 @@ class PostgresServer:
             f"unix_socket_directories={self.data_dir}",
             "-c",
             "max_connections=200",
+            "-c",
+            f"cluster_name={self.name}",  # a standby's application_name on its primary
         ]
         for setting in self.settings:
             args += ["-c", setting]
@@ -204,16 +245,19 @@ class PostgresServer:
             process.wait(timeout=10)
 
     def crash(self) -> None:
-        """Kill the server by its pid with SIGKILL (no shutdown: a crash); its children exit with it."""
+        """Kill the server and its backends by pid with SIGKILL, as a power cut would (no shutdown)."""
         process, self.process = self.process, None
         if process is None:
             return
+        children = _children(process.pid)
         process.kill()
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
         process.wait(timeout=10)
-        # Orphaned backends notice the postmaster is gone and exit; wait until the port is free.
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not _port_free(self.port):
-            time.sleep(0.05)
+        while time.monotonic() < deadline and any(Path(f"/proc/{child}").exists() for child in children):
+            time.sleep(0.02)
         (self.data_dir / "postmaster.pid").unlink(missing_ok=True)
 
     def restart(self, *, crash: bool = True) -> None:
@@ -238,13 +282,13 @@ class PostgresServer:
         shutil.rmtree(self._root, ignore_errors=True)
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((_HOST, port))
-        except OSError:
-            return False
-        return True
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="ascii")
+    except OSError:
+        return []
+    return [int(child) for child in text.split()]
 
 
 @contextlib.contextmanager
