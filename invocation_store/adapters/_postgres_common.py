@@ -14,6 +14,7 @@ from typing import Final
 
 import psycopg
 import psycopg.errors
+import psycopg_pool
 
 from .memory import wall_clock_ms
 
@@ -27,7 +28,9 @@ CLOCK_SQL: Final = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::
 #: the connection was lost or the server restarted (OperationalError), or the database
 #: chose this transaction to abort (a serialization failure, a deadlock). Running it again
 #: is safe even if the first attempt committed: every write is idempotent (CIS-RETRY-2).
+#: A pool that had no connection to give within the wait (the server was down) is one too.
 TRANSIENT: Final = (
+    psycopg_pool.PoolTimeout,
     psycopg.OperationalError,
     psycopg.errors.SerializationFailure,
     psycopg.errors.DeadlockDetected,

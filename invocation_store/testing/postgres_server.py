@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -88,6 +89,10 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def _main_thread_on_linux() -> bool:
+    return sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
@@ -209,7 +214,9 @@ class PostgresServer:
             args,
             stdout=log,
             stderr=log,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            # PR_SET_PDEATHSIG fires when the starting *thread* ends: only from the main thread
+            # (a restart from a fault thread must outlive that thread).
+            preexec_fn=_die_with_parent if _main_thread_on_linux() else None,  # noqa: PLW1509
             user=self.user,
         )
         log.close()
@@ -266,7 +273,14 @@ class PostgresServer:
             self.crash()
         else:
             self.stop()
-        self.start()
+        for attempt in range(5):  # a crashed server's last backends may hold its lock for a moment
+            try:
+                self.start()
+                break
+            except PostgresUnavailableError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.5)
         self.restarts += 1
 
     def __enter__(self) -> PostgresServer:

@@ -153,7 +153,9 @@ class AsyncPostgresStore:
         return cursor.rowcount
 
     async def _transaction(self, make_steps: Callable[[], Steps], *, write: bool) -> Any:
-        async with self._pool.connection() as conn, conn.transaction():
+        # Wait for a pooled connection no longer than the retry budget (a down server).
+        wait_s = max(0.1, self._retry.budget_ms / 1000)
+        async with self._pool.connection(timeout=wait_s) as conn, conn.transaction():
             if write and self.synchronous_commit is not None:
                 await conn.execute(
                     sql.SQL("SET LOCAL synchronous_commit = {}").format(sql.Literal(self.synchronous_commit))
@@ -200,7 +202,7 @@ class AsyncPostgresStore:
                     if not retry_allowed(wait):
                         raise StoreUnavailableError(type(exc).__name__) from None
                     await async_pause(wait)
-                except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                except (psycopg.Error, psycopg_pool.PoolClosed) as exc:
                     raise StoreUnavailableError(type(exc).__name__) from None
         if write and self._sweep_interval_s > 0:
             await self._sweep_if_due()

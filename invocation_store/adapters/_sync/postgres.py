@@ -154,7 +154,9 @@ class PostgresStore:
         return cursor.rowcount
 
     def _transaction(self, make_steps: Callable[[], Steps], *, write: bool) -> Any:
-        with self._pool.connection() as conn, conn.transaction():
+        # Wait for a pooled connection no longer than the retry budget (a down server).
+        wait_s = max(0.1, self._retry.budget_ms / 1000)
+        with self._pool.connection(timeout=wait_s) as conn, conn.transaction():
             if write and self.synchronous_commit is not None:
                 conn.execute(
                     sql.SQL("SET LOCAL synchronous_commit = {}").format(sql.Literal(self.synchronous_commit))
@@ -201,7 +203,7 @@ class PostgresStore:
                     if not retry_allowed(wait):
                         raise StoreUnavailableError(type(exc).__name__) from None
                     pause(wait)
-                except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                except (psycopg.Error, psycopg_pool.PoolClosed) as exc:
                     raise StoreUnavailableError(type(exc).__name__) from None
         if write and self._sweep_interval_s > 0:
             self._sweep_if_due()
