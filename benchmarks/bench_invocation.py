@@ -39,11 +39,17 @@ The work: arguments of 1 KiB, a raw response of 4 KiB, a projection of a few byt
    reply. Before any ratio is printed the script asserts that every replayed create
    answered ``OK`` and every complete ``WRITE``, and that every replayed call's record
    is READY on the server.
-4. **MemoryStore invocation**, inline and on a worker, against a bare function call of
-   the same executor and projector (same parsed arguments); and the projector's copy
-   of the parsed arguments made three ways: ``copy_json`` (what the boundary does), a
-   second parse, ``copy.deepcopy``; and the pure kernel's share of one invocation
-   (``bench_kernel.py``'s whole-invocation function, same sizes).
+4. **MemoryStore invocation** (this process pinned to one CPU), in process CPU time
+   (every thread: the worker's too) beside wall time: the default ``ToolSpec``
+   (``timeout_ms=30_000``, so the executor runs on a persistent worker) and a tool
+   declared ``timeout_ms=None`` (inline), against a bare call (the argument parse, the
+   executor and the projector); the pure kernel's share of one invocation
+   (``bench_kernel.py``'s whole-invocation function, same sizes); what telemetry costs
+   without an OpenTelemetry SDK (the telemetry decorator and the pipeline's stopwatch
+   calls around a no-op pipeline, less the no-op pipeline); the worker
+   hand-off alone (a no-op on a worker less the same call in the thread); and the
+   projector's copy of the parsed arguments made three ways: ``copy_json`` (what the
+   boundary does), a second parse, ``copy.deepcopy``.
 5. **Fixed RTT** (``--rtt-ms``, default 1; ``none`` skips): section 1's floor, PINGs,
    boundary (inline) and seed-behind-the-boundary through the user-space delay relay
    of ``bench_redis.py`` (unpinned: the relay is a third process).
@@ -56,6 +62,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import json
 import os
 import secrets
 import statistics
@@ -85,8 +92,10 @@ from invocation_store import (
     ToolRegistry,
     ToolSpec,
 )
+from invocation_store._runners import WORKERS, call_inline
 from invocation_store.adapters import ForwardingStore
 from invocation_store.boundary import copy_json
+from invocation_store.boundary._telemetry import NO_WATCH, Stopwatch, active_otel, observed_invoke
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
@@ -679,16 +688,38 @@ def section_async(url: str, places: list[tuple[str, Callable[[], None]]], rounds
 # -- 4. memory -------------------------------------------------------------------------------
 
 
+def _cpu_interleave(
+    variants: dict[str, Callable[[], object]], rounds: int, ops: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(wall, process CPU) seconds per op, ``{variant: [per round]}``, variants interleaved.
+
+    Process CPU (``time.process_time``: every thread of this process) counts the worker
+    thread a tool with a time limit runs on, which the calling thread's CPU leaves out.
+    """
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for index in range(rounds):
+        for name in names[index % len(names) :] + names[: index % len(names)]:
+            op = variants[name]
+            started_cpu = time.process_time()
+            wall[name].append(_time(op, ops))
+            cpu[name].append((time.process_time() - started_cpu) / ops)
+    return wall, cpu
+
+
 def section_memory(rounds: int, ops: int) -> None:
-    print("\n4. MemoryStore invocation vs a bare call of the same executor and projector")
+    print("\n4. MemoryStore invocation (one CPU), against a bare call, the kernel alone and the hand-off")
     boundary = ToolBoundary(MemoryStore(), _tools())
     context = _open(boundary, "run-mem")
     next_id = Counter("m_")
     parsed = parse_arguments(ARGUMENTS)
     assert isinstance(parsed, dict)
+    assert active_otel() is None, "an OpenTelemetry SDK is installed: the no-SDK rows would not be"
 
-    def bare() -> None:
-        projector(executor(parsed), parsed)
+    def bare() -> None:  # what the tool costs anyway: the argument parse, executor, projector
+        arguments = json.loads(ARGUMENTS)
+        projector(executor(arguments), arguments)
 
     def invoke(tool: str) -> Callable[[], None]:
         def op() -> None:
@@ -696,40 +727,82 @@ def section_memory(rounds: int, ops: int) -> None:
 
         return op
 
+    # Telemetry without an SDK, isolated: a no-op pipeline making the real one's stopwatch
+    # calls (start/stop of the create, executor, projector and complete, and the
+    # completed record), run through the telemetry decorator and without it.
+    done = boundary.invoke(context, _envelope("run-mem", next_id(), "worker"))
+
+    def stub(_core: Any, _store: Any, _context: Any, _envelope: Any, watch: Stopwatch) -> Any:
+        for phase in ("store", "execute", "project", "store"):
+            watch.start()
+            watch.stop(phase)
+        watch.completed(None)  # type: ignore[arg-type]  # a no-op stopwatch reads nothing
+        return done
+
+    observed_stub = observed_invoke(stub)
+    stub_envelope = _envelope("run-mem", "call_stub", "worker")
+
+    def no_op(_value: object) -> str:
+        return RAW
+
     # The projector's independent copy of the arguments (CIS-PERF-2): what it costs
     # made three ways, interleaved with the invocations.
     variants = {
         "bare": bare,
         "kernel": kernel_invocation,  # bench_kernel.py: the pure kernel's share of one invocation
-        "inline": invoke("inline"),
-        "worker": invoke("worker"),
+        "default": invoke("worker"),  # the default ToolSpec: timeout_ms=30_000, run on a worker
+        "inline": invoke("inline"),  # timeout_ms=None: run in the calling thread
+        "observed stub": lambda: observed_stub(boundary, None, context, stub_envelope),
+        "bare stub": lambda: stub(boundary, None, context, stub_envelope, NO_WATCH),
+        "hand-off": lambda: WORKERS.call(no_op, 30_000, None),
+        "in-thread": lambda: call_inline(no_op, None),
         "reparse": lambda: parse_arguments(ARGUMENTS),
         "deepcopy": lambda: copy.deepcopy(parsed),
         "copy_json": lambda: copy_json(parsed),
     }
-    got = interleave(variants, rounds, ops, [("unpinned", lambda: None)])["unpinned"]
-    for name, values in got.items():
-        print(f"     {name:9s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
-    figure("MemoryStore invocation (inline tool)", got["inline"], unit="us", scale=1e6, target="<= 30 us")
-    figure("pure kernel share of one invocation (bench_kernel.py)", got["kernel"], unit="us", scale=1e6)
+    wall, cpu = _cpu_interleave(variants, rounds, ops)
+    for name in variants:
+        spread_wall, spread_cpu = _spread(wall[name], 1e6, 2), _spread(cpu[name], 1e6, 2)
+        print(f"     {name:12s} {spread_wall} us/op wall, {spread_cpu} us/op CPU")
     figure(
-        "MemoryStore invocation (inline tool), thread CPU",
-        [c for c, _ in CPU["unpinned"]["inline"]],
+        "MemoryStore invocation, default ToolSpec (timeout_ms=30000: a worker thread), process CPU",
+        cpu["default"],
+        unit="us",
+        scale=1e6,
+        target="<= 30 us",
+    )
+    figure("MemoryStore invocation, default ToolSpec, wall", wall["default"], unit="us", scale=1e6)
+    figure(
+        "MemoryStore invocation, inline tool (timeout_ms=None), process CPU",
+        cpu["inline"],
         unit="us",
         scale=1e6,
     )
-    figure("MemoryStore invocation (worker tool)", got["worker"], unit="us", scale=1e6)
+    figure("pure kernel share of one invocation (bench_kernel.py), CPU", cpu["kernel"], unit="us", scale=1e6)
     figure(
-        "MemoryStore invocation (inline tool) / bare executor+projector call",
-        ratios(got["inline"], got["bare"]),
+        "telemetry without an OpenTelemetry SDK, per invoke (decorator and stopwatch calls), CPU",
+        [a - b for a, b in zip(cpu["observed stub"], cpu["bare stub"], strict=True)],
+        unit="us",
+        scale=1e6,
+        target="< 1 us",
+    )
+    figure(
+        "worker hand-off: a no-op on a worker less the same call in the thread, process CPU",
+        [a - b for a, b in zip(cpu["hand-off"], cpu["in-thread"], strict=True)],
+        unit="us",
+        scale=1e6,
+    )
+    figure(
+        "MemoryStore invocation, default ToolSpec / bare call (argument parse + executor + projector), CPU",
+        ratios(cpu["default"], cpu["bare"]),
     )
     figure(
         "projector's copy of 1 KiB arguments: copy_json / a second parse",
-        ratios(got["copy_json"], got["reparse"]),
+        ratios(wall["copy_json"], wall["reparse"]),
     )
     figure(
         "projector's copy of 1 KiB arguments: copy_json / copy.deepcopy",
-        ratios(got["copy_json"], got["deepcopy"]),
+        ratios(wall["copy_json"], wall["deepcopy"]),
     )
 
 

@@ -236,9 +236,7 @@ EQUIVALENT: dict[str, str] = {
         "a shortcut only: with 5 the shortcut answers within for fewer texts, and the exact count "
         "decides the others alike"
     ),
-    "_admission.run_usage_after: `delta <= 0` <= -> <": (
-        "a charge of 0 then builds a new run state equal, field by field, to the one returned unchanged"
-    ),
+    "_admission.charge: `delta > 0` > -> >=": ("at delta == 0 both branches answer 0"),
     "_admission.check_begin: `1` 1 -> 2": (
         "the sequence of check_begin's Begin is a placeholder: the refusals of the Begin row (ids, run "
         "id, record size) never read it, and check_begin returns only a refusal, never the record"
@@ -356,8 +354,8 @@ RIVALS: tuple[tuple[str, str, str, str], ...] = (
     (
         "blank means Unicode whitespace (str.strip)",
         "_ids.py",
-        "    return all(char in BLANK_CODE_POINTS for char in str.__iter__(text))",
-        '    return str.strip(text) == ""',
+        "    return not str.strip(text, _BLANK)",
+        "    return not str.strip(text)",
     ),
     (
         "whitespace around the object is trimmed before parsing",

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS: tuple[tuple[str, str], ...] = (
     ("invocation_store/adapters/_async/protocol.py", "invocation_store/adapters/_sync/protocol.py"),
     ("invocation_store/boundary/_async/boundary.py", "invocation_store/boundary/_sync/boundary.py"),
+    ("invocation_store/boundary/_async/pipeline.py", "invocation_store/boundary/_sync/pipeline.py"),
     ("invocation_store/adapters/_async/redis.py", "invocation_store/adapters/_sync/redis.py"),
     ("invocation_store/adapters/_async/forwarding.py", "invocation_store/adapters/_sync/forwarding.py"),
     ("invocation_store/adapters/_async/progress.py", "invocation_store/adapters/_sync/progress.py"),
@@ -57,7 +58,7 @@ SUBS: tuple[tuple[str, str], ...] = (
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\basyncio twin of\b", "synchronous twin of"),
     (r"\b_async\b", "_sync"),
-    # -- the boundary (invocation_store/boundary/_async/boundary.py) ------------------
+    # -- the boundary (invocation_store/boundary/_async/: boundary.py, pipeline.py) ---
     # A per-flavour helper's async spelling -> its sync one: ``async_<name>`` ->
     # ``<name>`` (boundary/_runner.py's async_run_tool, async_check_tool, async_pause;
     # adapters/_progress.py's async_progress_reader), and _telemetry's decorator.

@@ -33,11 +33,10 @@ from typing import Protocol, TypeVar
 
 from attrs import evolve, frozen
 
-from ._admission import AdmissionRequest, run_usage_after
+from ._admission import AdmissionRequest, charge, charged
 from ._codes import ERROR_MESSAGES, ErrorCode
 from ._ids import is_safe_id
 from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, RunState
-from ._sizes import record_bytes
 from ._state import CompareAndSet, decide_complete
 
 __all__ = [
@@ -108,7 +107,7 @@ def completion_charge(before: CanonicalRecord, after: CanonicalRecord) -> int:
     ``max(0, record_bytes(after) - record_bytes(before))``: the raw response, agent
     result and scope the completion stored. Never negative.
     """
-    return max(0, record_bytes(after) - record_bytes(before))
+    return charge(before, after)
 
 
 @frozen(kw_only=True)
@@ -157,12 +156,12 @@ def decide_completion(
     current = live(run, now_ms)
     if current is None or current.run_id != after.run_id:
         return Completion(action=decision, record=after, run=None, charge_bytes=0, append_done=False)
-    charge = completion_charge(before, after)
+    charge_bytes = charge(before, after)  # measured once: for the run and for the effect
     return Completion(
         action=decision,
         record=after,
-        run=run_usage_after(current, before, after),
-        charge_bytes=charge,
+        run=charged(current, charge_bytes),
+        charge_bytes=charge_bytes,
         append_done=after.terminal,
     )
 

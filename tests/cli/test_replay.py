@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -519,3 +522,61 @@ def test_bad_store_choices_are_one_line_errors(
     assert message in err
     assert "Traceback" not in err
     assert "127.0.0.1:1" not in err
+
+
+def test_a_transcript_over_the_size_limit_is_refused_before_it_is_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-SIZE-2, CIS-FAIL-1: over ``--max-transcript-bytes`` (default 32 MiB): exit 2, one line, unread."""
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as handle:  # a sparse file: its size is known without writing it
+        handle.truncate(replay_module.DEFAULT_MAX_TRANSCRIPT_BYTES + 1)
+    parsed: list[str] = []
+    monkeypatch.setattr(replay_module, "load_document", parsed.append)
+    assert main(["replay", str(huge)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert f"{replay_module.DEFAULT_MAX_TRANSCRIPT_BYTES + 1} bytes, over the transcript limit" in err
+    assert "--max-transcript-bytes" in err
+    assert parsed == []  # never read, never parsed
+    monkeypatch.undo()
+    small = TRANSCRIPTS / "gemini.json"
+    size = small.stat().st_size
+    data = ["--data-dir", str(ROOT / "examples" / "data")]
+    assert main(["replay", str(small), "--max-transcript-bytes", str(size - 1), *data]) == 2
+    assert "over the transcript limit of" in capsys.readouterr().err
+    assert main(["replay", str(small), "--max-transcript-bytes", str(size), *data]) == 0
+
+
+def test_a_pipe_is_read_only_up_to_the_limit(tmp_path: Path) -> None:
+    """CIS-SIZE-2: a file whose ``stat`` size says nothing (a FIFO) is still read at most limit + 1 bytes."""
+    fifo = tmp_path / "transcript.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with contextlib.suppress(BrokenPipeError), fifo.open("wb") as handle:
+            handle.write(b" " * 10_000)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with pytest.raises(replay_module.TranscriptError, match="over the transcript limit of 100 bytes"):
+        replay_module.load_transcript(fifo, max_bytes=100)
+    writer.join(timeout=10)
+
+
+def test_object_arguments_are_measured_against_the_runs_request_limit(tmp_path: Path) -> None:
+    """CIS-SIZE-2: a transcript's object arguments meet the request limit the run uses, not the default."""
+    big = {"q": "x" * 300_000}
+    message = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "search_logs", "input": big}],
+    }
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"messages": [message]}), encoding="utf-8")
+    (default,) = replay_module.load_transcript(path).calls
+    assert (
+        len(default.envelope.arguments or "") == replay_module.DEFAULTS["request_limit"] + 1
+    )  # refused early
+    (wide,) = replay_module.load_transcript(path, request_bytes=1 << 20).calls
+    assert wide.envelope.arguments == json.dumps(big, separators=(",", ":"))

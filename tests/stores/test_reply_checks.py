@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invocation_store.adapters import _redis_core as core
-from invocation_store.kernel import Limits, admit, open_run
+from invocation_store.kernel import ErrorCode, Limits, admit, open_run
 
 from ._support import RUN, request
 
@@ -137,7 +137,8 @@ def test_the_plans_kernel_run_matches_open_run() -> None:
         None, run_id=RUN, now_ms=NOW, deadline_ms=NOW + 10, ttl_ms=5, tool_call_budget=1, byte_budget=1
     )
     assert plan.fresh == fresh
-    assert admit(fresh, None, request(), Limits(), NOW) is not None
+    # the refusal checks run on it: a 1-byte budget refuses the request's bytes
+    assert admit(fresh, None, request(), Limits(), NOW) is ErrorCode.RUN_BYTES_EXHAUSTED
 
 
 def test_a_create_reply_with_a_foreign_run_status_is_corrupt() -> None:
