@@ -41,6 +41,7 @@ from .. import codec
 from ..kernel import (
     ERROR_MESSAGES,
     FAILURE_CODES,
+    MAX_SAFE_INT,
     PREFLIGHT_ORDER,
     RUN_TRANSITIONS,
     TRANSITIONS,
@@ -641,6 +642,15 @@ def _runs_document() -> dict[str, Any]:
             {**parameters, "deadline_ms": opened.expires_at_ms + 1000},
         ),
         _run_vector(
+            "run/open/at-the-largest-time",
+            ["CIS-RUN-1"],
+            "now = 2**53 - 1 is a time in range: the run opens (already lapsed: deadline 0, ttl 1)",
+            "open",
+            None,
+            MAX_SAFE_INT,
+            {**parameters, "deadline_ms": 0, "ttl_ms": 1},
+        ),
+        _run_vector(
             "run/open/unsafe-id",
             ["CIS-RUN-1", "CIS-ID-1"],
             "an unsafe run id",
@@ -768,6 +778,7 @@ def preflight_outcome(inputs: dict[str, Any]) -> dict[str, Any]:
     return {
         "code": None,
         "replayed": admission.replayed,
+        "append_call": admission.append_call,
         "run": run_json(admission.run),
         "record": record_json(admission.record),
     }

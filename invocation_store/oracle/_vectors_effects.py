@@ -54,6 +54,7 @@ from ..kernel import (
     live,
     remaining_ms,
     sweep_candidates,
+    without_raw,
 )
 from ._vectors import (
     _CALL,
@@ -177,6 +178,13 @@ def _progress_view_from_json(obj: dict[str, Any]) -> ProgressView:
     )
 
 
+def read_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
+    """The record a read returns, with or without the raw response (CIS-PROG-5, kernel ``without_raw``)."""
+    record = record_from_json(vector["record"])
+    assert record is not None
+    return {"record": record_json(record if vector["include_raw"] else without_raw(record))}
+
+
 def well_formed_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     """Whether a progress read's view of a record is well formed (CIS-PERF-3, CIS-STORE-6)."""
     return {"well_formed": is_well_formed_view(_progress_view_from_json(vector["view"]))}
@@ -192,7 +200,28 @@ EFFECT_RUNNERS: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "agent_view": agent_view_outcome,
     "failure_view": failure_view_outcome,
     "well_formed_view": well_formed_view_outcome,
+    "read_view": read_view_outcome,
 }
+
+
+def _read_view_vectors() -> list[dict[str, Any]]:
+    holding = _step(_awaiting_raw(), RawReceived(raw_response="RAW 1", now_ms=_NOW + 1))
+    cases = [
+        ("with-raw", "raw asked for: the record as stored", holding, True),
+        ("without-raw", "raw left out: raw_response is null, every other field as stored", holding, False),
+        ("none-stored", "no raw response stored: the record as stored either way", _awaiting_raw(), False),
+    ]
+    return [
+        _vector(
+            "read_view",
+            label,
+            ["CIS-PROG-5", "CIS-REC-3"],
+            description,
+            record=record_json(record),
+            include_raw=include_raw,
+        )
+        for label, description, record, include_raw in cases
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -558,6 +587,6 @@ def effect_documents() -> dict[str, dict[str, Any]]:
             "`failure_view` (of a refusal: code, fixed message, the id only if safe) and "
             "`well_formed_view` (whether a progress read's nine-field view is well formed).",
             ["CIS-BND-4", "CIS-ERR-1", "CIS-PERF-3", "CIS-STORE-6", "CIS-SPEC-3"],
-            {"vectors": [*_view_vectors(), *_well_formed_view_vectors()]},
+            {"vectors": [*_view_vectors(), *_well_formed_view_vectors(), *_read_view_vectors()]},
         ),
     }
