@@ -1,8 +1,9 @@
 """The tests against the real agent frameworks run only in the frameworks environment.
 
-Google ADK, LlamaIndex, smolagents, AG2, CrewAI and AutoGen pin versions of the
-provider SDKs and OpenTelemetry that conflict with the ``dev`` set (google-adk 2.x
-needs ``google-genai<3``, CrewAI ``mcp<2``), so they live in a second, test-only
+Google ADK and CrewAI pin versions of the provider SDKs, OpenTelemetry and MCP that
+conflict with the ``dev`` set (google-adk 2.x needs ``google-genai<3``, CrewAI
+``mcp<2``); LlamaIndex, smolagents, AG2 and AutoGen join them so that ``dev`` stays
+small. They live in a second, test-only
 virtualenv that ``.ci/run`` builds from ``.ci/frameworks.lock`` and in which it runs
 this directory alone, with ``INVOCATION_STORE_FRAMEWORK_TESTS=1`` (tests/README.md).
 Elsewhere these modules are not collected: they are not skipped checks, they are
