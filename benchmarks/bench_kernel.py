@@ -154,7 +154,7 @@ def _steps() -> dict[str, Callable[[], object]]:
     assert isinstance(final, CanonicalRecord)
     return {
         "check_envelope (preflight 1-6)": lambda: check_envelope(CONTEXT, ENVELOPE, POLICY, LIMITS),
-        "admit (preflight 7-11 + Begin)": lambda: admit(RUN, None, REQUEST, LIMITS),
+        "admit (preflight 7-11 + Begin)": lambda: admit(RUN, None, REQUEST, LIMITS, T0),
         "transition RawReceived (4 KiB)": lambda: transition(created, RAW_EVENT, LIMITS),
         "transition ProjectionReceived": lambda: transition(with_raw, PROJECTION_EVENT, LIMITS),
         "decide_complete": lambda: decide_complete(created, created, final, T0 + 46),

@@ -29,6 +29,9 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("invocation_store/boundary/_async/boundary.py", "invocation_store/boundary/_sync/boundary.py"),
     ("invocation_store/boundary/_async/pipeline.py", "invocation_store/boundary/_sync/pipeline.py"),
     ("invocation_store/adapters/_async/redis.py", "invocation_store/adapters/_sync/redis.py"),
+    ("invocation_store/adapters/_async/forwarding.py", "invocation_store/adapters/_sync/forwarding.py"),
+    ("invocation_store/adapters/_async/progress.py", "invocation_store/adapters/_sync/progress.py"),
+    ("invocation_store/adapters/_async/postgres.py", "invocation_store/adapters/_sync/postgres.py"),
 )
 
 #: Ordered (pattern, replacement) substitutions applied to every line.
@@ -46,6 +49,9 @@ SUBS: tuple[tuple[str, str], ...] = (
     # -- Redis store (adapters/_async/redis.py): redis-py's asyncio clients close with
     # aclose(); the per-flavour helpers (AsyncRedisFlavour, AsyncSend, AsyncCommand)
     # and AsyncScript go by the Async prefix rule below.
+    # -- progress reads (adapters/_async/progress.py): a reader returns the views themselves.
+    (r"\bAwaitable\[(\w+)\]", r"\1"),
+    (r"\bfrom collections\.abc import Awaitable, ", "from collections.abc import "),
     (r"\baclose\(\)", "close()"),
     (r"\bredis\.asyncio\.cluster\b", "redis.cluster"),
     (r"\bredis\.asyncio\b", "redis"),

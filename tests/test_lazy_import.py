@@ -105,6 +105,9 @@ def test_unknown_names_raise_attribute_error_and_version_is_a_string() -> None:
         ("openai_agents", "agents", "openai-agents"),
         ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
         ("google_adk", "google.adk", "google-adk"),
+        ("autogen", "autogen_core", "autogen"),
+        ("ag2", "ag2", "ag2"),
+        ("llama_index", "llama_index", "llama-index"),
     ],
 )
 def test_an_adapter_without_its_extra_names_the_install_command(

@@ -31,9 +31,11 @@ one message one after the other, so sequences are deterministic). The output lis
 the run's canonical records (sizes only, never a raw response or a request text),
 the calls rejected before any record was written, and the progress facts.
 
-The store is in memory unless a Redis URL is given, by ``--redis-url`` or else by
-the ``INVOCATION_STORE_REDIS_URL`` environment variable (which keeps a password out
-of ``ps`` and the shell history); ``--prefix`` without either is an error.
+The store is in memory unless ``--store`` names another (``sqlite:PATH``: a durable
+SQLite file; ``postgres``: the database named by ``INVOCATION_STORE_POSTGRES_DSN``) or
+a Redis URL is given, by ``--redis-url`` or else by the ``INVOCATION_STORE_REDIS_URL``
+environment variable (environment variables keep a password out of ``ps`` and the
+shell history); ``--prefix`` without a Redis URL is an error.
 
 Exit status: 0 when the transcript was replayed (whatever the calls' outcomes), 1
 when the store failed or the run could not be opened, 2 for a malformed transcript
@@ -52,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -640,6 +643,16 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--store",
+        metavar="KIND",
+        default=None,
+        help=(
+            "the store: 'memory' (the default), 'sqlite:PATH' (a durable SQLite file, created if missing) "
+            f"or 'postgres' (the database whose libpq connection string is in {POSTGRES_DSN_ENV}); "
+            "a Redis store is chosen with --redis-url"
+        ),
+    )
+    parser.add_argument(
         "--prefix",
         metavar="P",
         default=None,
@@ -683,9 +696,34 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+#: Environment variable holding the libpq connection string of ``--store postgres``
+#: (an environment variable keeps a password out of ``ps`` and the shell history).
+POSTGRES_DSN_ENV = "INVOCATION_STORE_POSTGRES_DSN"
+
+
+class _StoreChoiceError(Exception):
+    """``--store`` names no store this command can open (exit 2, the message says why)."""
+
+
 def _open_store(args: argparse.Namespace, url: str | None) -> tuple[InvocationStore, str]:
-    if url is None:
+    choice = args.store
+    if choice is not None and url is not None:
+        raise _StoreChoiceError("--store and a Redis URL exclude each other")
+    if url is None and choice in (None, "memory"):
         return MemoryStore(), "memory"
+    if url is None and choice.startswith("sqlite:") and choice != "sqlite:":
+        from ..adapters.sqlite import SqliteStore  # noqa: PLC0415 - only when asked for
+
+        return SqliteStore(choice.removeprefix("sqlite:")), "sqlite"
+    if url is None and choice == "postgres":
+        dsn = os.environ.get(POSTGRES_DSN_ENV)
+        if not dsn:
+            raise _StoreChoiceError(f"--store postgres needs {POSTGRES_DSN_ENV}")
+        from ..adapters.postgres import PostgresStore  # noqa: PLC0415 - the postgres extra
+
+        return PostgresStore.from_dsn(dsn), "postgres"
+    if url is None:
+        raise _StoreChoiceError("--store is memory, sqlite:PATH or postgres")
     from ..adapters.redis import RedisStore  # noqa: PLC0415 - redis only when asked for
 
     return RedisStore.from_url(url, prefix=args.prefix or DEFAULT_PREFIX), "redis"
@@ -700,7 +738,8 @@ def run(args: argparse.Namespace) -> int:
         package_logger = logging.getLogger("invocation_store")
         if not any(isinstance(handler, logging.NullHandler) for handler in package_logger.handlers):
             package_logger.addHandler(logging.NullHandler())
-    url = redis_url_from(args)
+    # --store names the store; the Redis URL's environment variable applies only without it.
+    url = args.redis_url if args.store is not None else redis_url_from(args)
     if args.prefix is not None and url is None:
         return fail(_PROG, f"--prefix needs a Redis store: pass --redis-url or set {REDIS_URL_ENV}", 2)
     try:
@@ -718,6 +757,14 @@ def run(args: argparse.Namespace) -> int:
         store, kind = _open_store(args, url)
     except StoreUnavailableError as exc:
         return fail(_PROG, unavailable(exc), 1)
+    except _StoreChoiceError as exc:
+        return fail(_PROG, str(exc), 2)
+    except ImportError:
+        return fail(
+            _PROG,
+            "--store postgres needs the postgres extra (pip install 'canonical-invocation-store[postgres]')",
+            2,
+        )
     except Exception as exc:  # noqa: BLE001 - a bad URL must not print a traceback or the URL
         return fail(_PROG, f"cannot use the Redis URL ({type(exc).__name__})", 2)
     try:

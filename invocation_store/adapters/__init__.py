@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._forwarding import ForwardingStore
+from ._face import AsyncFace
+from ._forwarding import AsyncForwardingStore, ForwardingStore
 from ._protocol import AsyncInvocationStore, CorruptRecordError, InvocationStore, StoreUnavailableError
+from ._reads import read_records, read_views, wanted_ids
 from ._redis_keys import call_key, done_key, run_key
 from .memory import AsyncMemoryStore, MemoryStore, wall_clock_ms
 
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "AsyncFace",
+    "AsyncForwardingStore",
     "AsyncInvocationStore",
     "AsyncMemoryStore",
     "AsyncRedisStore",
@@ -43,8 +47,11 @@ __all__ = [
     "UnsupportedRedisError",
     "call_key",
     "done_key",
+    "read_records",
+    "read_views",
     "run_key",
     "wall_clock_ms",
+    "wanted_ids",
 ]
 
 #: Names that live in :mod:`.redis` (which imports redis-py), loaded on first use.

@@ -17,9 +17,12 @@ the ``FunctionResponse.response``.
 
 Requires ``pip install 'canonical-invocation-store[google-adk]'``. google-adk 2.x
 pins ``google-genai<3`` and ``opentelemetry-*<=1.44``, which conflict with the SDK
-versions this project's ``dev`` set pins; ADK is therefore not installed by CI, and
-this module is tested against a stand-in of ADK's ``BaseTool``/``ToolContext``
-interface (tests/integrations/test_google_adk.py), not against ADK itself.
+versions this project's ``dev`` set pins, so the module is tested twice: against
+ADK 2.13's own ``InMemoryRunner`` in the frameworks venv (.ci/frameworks.lock,
+tests/integrations/frameworks/test_google_adk.py), and against a stand-in of ADK's
+tool interface with the ``dev`` set's google-genai (tests/integrations/test_google_adk.py).
+Verified there: ADK strips its ``adk-`` ids before the next model request, and a
+Gemini 3 thought signature stays in the ``Part``, never in the id.
 """
 
 from __future__ import annotations

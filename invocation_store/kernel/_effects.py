@@ -7,7 +7,7 @@ turns those decisions into *effects*, the complete list of writes a store makes 
 one operation, and answers every visibility question a store, the boundary, the
 stateful model or the oracle would otherwise answer inline:
 
-- :func:`is_live` / :func:`live` / :func:`remaining_ms`: a record or run is visible
+- :func:`is_live` / :func:`live` / :func:`remaining_ms` / :func:`lapsed`: a record or run is visible
   while ``now_ms < expires_at_ms``; at or after its expiry it reads as absent
   (CIS-TTL-4), and what it has left is ``expires_at_ms - now_ms``.
 - :func:`decide_completion`: the compare-and-set of a completion with its
@@ -48,6 +48,7 @@ __all__ = [
     "failure_view",
     "is_live",
     "is_own_create",
+    "lapsed",
     "live",
     "remaining_ms",
     "sweep_candidates",
@@ -70,6 +71,18 @@ def is_live(value: _Expiring | None, now_ms: int) -> bool:
     lapsed and reads as absent. Times are integer milliseconds.
     """
     return value is not None and now_ms < value.expires_at_ms
+
+
+def lapsed(value: _Expiring, now_ms: int) -> bool:
+    """True if the stored ``value`` (a record or run state) has lapsed at ``now_ms``: it may be deleted.
+
+    The lapse rule (CIS-TTL-4): a stored value is deleted only when the store's own
+    clock (CIS-STORE-10) says it lapsed (``now_ms >= expires_at_ms``, the negation of
+    :func:`is_live`); a run's call and completed lists lapse with the run state, and
+    every record of a run lapses before the run itself (a record is created before the
+    run's deadline and lives ``ttl_ms``; the run state lives until deadline + ttl).
+    """
+    return not is_live(value, now_ms)
 
 
 def live(value: _T | None, now_ms: int) -> _T | None:

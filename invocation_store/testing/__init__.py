@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._clock import FakeClock
 
 if TYPE_CHECKING:
-    from ._factories import RedisStoreFactory
+    from ._factories import PostgresStoreFactory, RedisStoreFactory, SqliteStoreFactory
     from ._mutants import MUTANTS, Mutant
     from ._sim import (
         PLANTED_FAULTS,
@@ -51,6 +51,7 @@ __all__ = [
     "InvocationMachine",
     "MachineStats",
     "Mutant",
+<<<<<<< HEAD
     "PlantedFault",
     "RedisStoreFactory",
     "RunSpec",
@@ -59,6 +60,11 @@ __all__ = [
     "Step",
     "Violation",
     "history_of",
+=======
+    "PostgresStoreFactory",
+    "RedisStoreFactory",
+    "SqliteStoreFactory",
+>>>>>>> main
     "make_invocation_machine",
     "schedules",
     "seed_schedule",
@@ -77,6 +83,7 @@ _LAZY = {
     "MUTANTS": "._mutants",
     "Mutant": "._mutants",
     "RedisStoreFactory": "._factories",
+<<<<<<< HEAD
     **dict.fromkeys(
         (
             "PLANTED_FAULTS",
@@ -96,6 +103,10 @@ _LAZY = {
         ("DEPLOYMENTS", "Deployment", "HostSpec", "RunSpec", "Schedule", "Step", "schedules"),
         "._sim_schedule",
     ),
+=======
+    "PostgresStoreFactory": "._factories",
+    "SqliteStoreFactory": "._factories",
+>>>>>>> main
 }
 
 

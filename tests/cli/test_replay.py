@@ -16,6 +16,7 @@ import pytest
 
 from invocation_store._cli import replay as replay_module
 from invocation_store.adapters import MemoryStore
+from invocation_store.adapters.sqlite import SqliteStore
 from invocation_store.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -468,6 +469,59 @@ def test_examples_readme_shows_the_real_output(
         return re.sub(r"\b\d+\.\ds\b", "<ttl>", text)
 
     assert normal(printed) == normal(shown)
+
+
+def test_replay_into_a_sqlite_file_keeps_the_records(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """CIS-STORE-4, CIS-DUR-1: ``--store sqlite:PATH`` replays into a durable file: the report of the
+    in-memory store (TTLs aside), and the records are in the file afterwards, read by another store."""
+    transcript = str(TRANSCRIPTS / "openai_chat.json")
+    assert main(["replay", "--json", transcript]) == 0
+    in_memory = json.loads(capsys.readouterr().out)
+    path = tmp_path / "calls.db"
+    assert main(["replay", "--json", "--store", f"sqlite:{path}", transcript]) == 0
+    on_file = json.loads(capsys.readouterr().out)
+    assert on_file["run"]["store"] == "sqlite"
+    in_memory["run"].pop("store")
+    on_file["run"].pop("store")
+    assert _without_ttls(on_file) == _without_ttls(in_memory)
+    store = SqliteStore(path)
+    try:
+        run_id = in_memory["run"]["run_id"]
+        assert len(store.calls(run_id)) == len(in_memory["records"]) == 4
+    finally:
+        store.close()
+
+
+def _without_ttls(value: Any) -> Any:
+    """``value`` (a JSON report) without its ``ttl_remaining_ms`` entries, which depend on timing."""
+    if isinstance(value, dict):
+        return {key: _without_ttls(item) for key, item in value.items() if key != "ttl_remaining_ms"}
+    if isinstance(value, list):
+        return [_without_ttls(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--store", "nope"], "--store is memory, sqlite:PATH or postgres"),
+        (["--store", "sqlite:"], "--store is memory, sqlite:PATH or postgres"),
+        (["--store", "postgres"], "--store postgres needs INVOCATION_STORE_POSTGRES_DSN"),
+        (["--store", "memory", "--redis-url", "redis://127.0.0.1:1/0"], "exclude each other"),
+    ],
+)
+def test_bad_store_choices_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str
+) -> None:
+    """CIS-FAIL-5: a store the command cannot open is exit 2 with one line, no traceback, no URL."""
+    monkeypatch.delenv("INVOCATION_STORE_POSTGRES_DSN", raising=False)
+    assert main(["replay", *argv, str(TRANSCRIPTS / "openai_chat.json")]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert "127.0.0.1:1" not in err
 
 
 def test_a_transcript_over_the_size_limit_is_refused_before_it_is_read(

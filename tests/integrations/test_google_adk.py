@@ -1,13 +1,14 @@
 """The Google ADK adapter against a stand-in of ADK's tool interface (CIS-ECO-4, CIS-ID-6).
 
 google-adk 2.x pins ``google-genai<3`` and OpenTelemetry ``<=1.44``, which conflict
-with the versions ``dev`` pins, so ADK itself is not installed here. What is tested:
+with the versions ``dev`` pins, so ADK itself is not installed here (its runner drives
+the adapter in tests/integrations/frameworks/test_google_adk.py). What is tested:
 the adapter module against a stand-in ``google.adk.tools.base_tool.BaseTool`` /
 ``tool_context.ToolContext`` with ADK 2.13's interface (``BaseTool(name=...,
 description=...)``, ``run_async(*, args, tool_context)``, ``_get_declaration()``,
 ``ToolContext.function_call_id``), the real ``google.genai`` types, and the ids ADK
-invents (``adk-<uuid>``, ``google/adk/utils/_function_call_names.py``). What is not:
-ADK's runner calling the tool.
+invents (``adk-<uuid>``, ``google/adk/utils/_function_call_names.py``), with the
+google-genai 3.x types of ``dev``.
 """
 
 from __future__ import annotations
