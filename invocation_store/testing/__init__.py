@@ -51,20 +51,16 @@ __all__ = [
     "InvocationMachine",
     "MachineStats",
     "Mutant",
-<<<<<<< HEAD
     "PlantedFault",
+    "PostgresStoreFactory",
     "RedisStoreFactory",
     "RunSpec",
     "Schedule",
     "SimulationResult",
+    "SqliteStoreFactory",
     "Step",
     "Violation",
     "history_of",
-=======
-    "PostgresStoreFactory",
-    "RedisStoreFactory",
-    "SqliteStoreFactory",
->>>>>>> main
     "make_invocation_machine",
     "schedules",
     "seed_schedule",
@@ -83,7 +79,6 @@ _LAZY = {
     "MUTANTS": "._mutants",
     "Mutant": "._mutants",
     "RedisStoreFactory": "._factories",
-<<<<<<< HEAD
     **dict.fromkeys(
         (
             "PLANTED_FAULTS",
@@ -103,10 +98,8 @@ _LAZY = {
         ("DEPLOYMENTS", "Deployment", "HostSpec", "RunSpec", "Schedule", "Step", "schedules"),
         "._sim_schedule",
     ),
-=======
     "PostgresStoreFactory": "._factories",
     "SqliteStoreFactory": "._factories",
->>>>>>> main
 }
 
 

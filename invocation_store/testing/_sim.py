@@ -45,7 +45,6 @@ from attrs import define, field, frozen
 from .. import _deadline
 from .._completion import CompletionRetry
 from ..adapters import AsyncRedisStore, StoreUnavailableError
-from ..adapters._redis_common import DEFAULT_MAX_LAG_MS
 from ..adapters._redis_flavour import AsyncRedisFlavour
 from ..adapters._redis_retry import RetryPolicy
 from ..adapters._redis_server import POLICY_CHECK_INTERVAL_MS, Durability
@@ -68,6 +67,7 @@ from ..kernel import (
     ErrorCode,
     EvidenceStatus,
     Limits,
+    ProgressView,
     Projection,
     RunContext,
     RunState,
@@ -119,6 +119,8 @@ QUIESCE_MS: Final = 15_000
 EXPLAIN_OPS: Final = 12
 #: How long an evicting ``maxmemory-policy`` stays set before the operator restores ``noeviction``.
 POLICY_RESTORED_MS: Final = 6_000
+#: The error bound on a stale ``now`` a Redis store may decide at (CIS-DUR-11), tolerated by the once check.
+STALE_NOW_MS: Final = 1_000
 #: How long a crashed host stays down.
 HOST_DOWN_MS: Final = 300
 #: Harness re-sends of a call answered STORE_UNAVAILABLE (as the README invites).
@@ -284,6 +286,10 @@ class _Op:
 
 _TASK: Final[contextvars.ContextVar[tuple[str, _Attempt | None]]] = contextvars.ContextVar(
     "sim_task", default=("unknown", None)
+)
+#: The wall clock of the host whose task is running (see ``_host_wall_clocks``).
+_HOST_CLOCK: Final[contextvars.ContextVar[Callable[[], int] | None]] = contextvars.ContextVar(
+    "sim_host_clock", default=None
 )
 
 
@@ -504,6 +510,13 @@ class _Recorder:
             "get_many", run_id, args, lambda: self.inner.get_many(run_id, ids, include_raw=include_raw)
         )
 
+    async def get_progress(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> Mapping[str, ProgressView | None]:
+        """Forwarded unrecorded: the history format has no progress read."""
+        result: Mapping[str, ProgressView | None] = await self.inner.get_progress(run_id, tool_call_ids)
+        return result
+
     async def completed(self, run_id: str) -> tuple[str, ...]:
         return await self._record(
             "completed", run_id, {"run_id": run_id}, lambda: self.inner.completed(run_id)
@@ -588,6 +601,11 @@ class _Host:
         true_ms = self.sim.loop.now_ns // 1_000_000
         return EPOCH_MS + self.spec.offset_ms + true_ms + true_ms * self.spec.drift_ppm // 1_000_000
 
+    def monotonic_ms(self) -> float:
+        """The host's monotonic clock in ms: simulated time at the host's drift (no offset)."""
+        true_ns = self.sim.loop.now_ns
+        return (true_ns + true_ns * self.spec.drift_ppm // 1_000_000) / 1_000_000
+
     def store_clock(self) -> int:
         """The host clock as the store reads it: the first reading of each operation is recorded."""
         now = self.clock_ms()
@@ -625,6 +643,7 @@ class _Host:
 
         async def run() -> None:
             _TASK.set((process, attempt))
+            _HOST_CLOCK.set(self.store_clock)
             await work()
 
         task = asyncio.get_running_loop().create_task(run())
@@ -746,20 +765,13 @@ class _Simulation:
         store: Any = AsyncRedisStore(
             client,
             prefix=PREFIX,
-            clock=host.store_clock,
             durability=durability,
             retry_policy=RETRY,
             owns_client=True,
-            max_lag_ms=DEFAULT_MAX_LAG_MS,  # the host clock stands for the wall clock: production's bound
+            local_clock=host.monotonic_ms,
         )
         if self.planted == "replay-ack":
-            eager = AsyncRedisStore(
-                client,
-                prefix=PREFIX,
-                clock=host.store_clock,
-                retry_policy=RETRY,
-                max_lag_ms=DEFAULT_MAX_LAG_MS,
-            )
+            eager = AsyncRedisStore(client, prefix=PREFIX, retry_policy=RETRY, local_clock=host.monotonic_ms)
             store = _ReplayWithoutWaiting(store, eager)
         if self.planted == "nested-retry":
             store = _DetachedDeadlines(store)
@@ -1175,7 +1187,7 @@ class _Simulation:
             for index, version in enumerate(versions):
                 if not version.executed or version.end not in ("replaced", "deleted"):
                     continue
-                tolerance = 0 if self.redis is None else DEFAULT_MAX_LAG_MS
+                tolerance = 0 if self.redis is None else STALE_NOW_MS
                 expiry, ended = version.expiry_ms, version.ended_ms
                 if expiry is not None and ended is not None and ended + tolerance >= expiry:
                     continue  # within the store's stated bound on a stale clock reading (CIS-DUR-11)
@@ -1484,11 +1496,30 @@ def _captured_logs(lines: list[str]) -> Iterator[None]:
         package.propagate = saved[1]
 
 
+@contextlib.contextmanager
+def _host_wall_clocks() -> Iterator[None]:
+    """The Redis store's wall-clock fallback (before its first reading of server ``TIME``) reads
+    the simulated host's clock: the one reading of real time the simulation stands in for."""
+    from ..adapters._async import redis as async_redis  # noqa: PLC0415 - patched for the scope only
+
+    saved: Callable[[], int] = getattr(async_redis, "wall_clock_ms")  # noqa: B009 - not re-exported
+
+    def host_wall_clock() -> int:
+        clock = _HOST_CLOCK.get()
+        return clock() if clock is not None else saved()
+
+    setattr(async_redis, "wall_clock_ms", host_wall_clock)  # noqa: B010 - not re-exported
+    try:
+        yield
+    finally:
+        setattr(async_redis, "wall_clock_ms", saved)  # noqa: B010 - not re-exported
+
+
 def _run(schedule: Schedule, planted: str | None) -> _Simulation:
     if planted is not None and planted not in PLANTED_FAULTS:
         raise ValueError(f"unknown planted fault {planted!r}")
     sim = _Simulation(schedule, planted)
-    with _captured_logs(sim.logs), simulated_server_time():
+    with _captured_logs(sim.logs), simulated_server_time(), _host_wall_clocks():
         try:
             run_simulated(sim.main(), sim.loop)
         except SimulationStalledError as exc:

@@ -301,19 +301,7 @@ class AsyncRedisStore:
         if failure is not None:
             raise failure
         self._ready = self._checked = True
-<<<<<<< HEAD
         self._policy_checked = monotonic()
-        if self._max_lag is not None:
-            try:
-                await self._calibrate()
-            except FAILURES as exc:
-                self._ready = False
-                failure = StoreUnavailableError(report_failure("check_server", exc))
-            if failure is not None:
-                raise failure
-=======
-        self._policy_checked = time.monotonic()
->>>>>>> main
 
     async def _on_every_node(self, commands: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
         """``commands`` pipelined on the server, or on every primary of a cluster: replies per node.
