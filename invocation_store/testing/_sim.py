@@ -1497,7 +1497,7 @@ def _captured_logs(lines: list[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _host_wall_clocks() -> Iterator[None]:
+def _host_wall_clocks(reference: Callable[[], int]) -> Iterator[None]:
     """The Redis store's wall-clock fallback (before its first reading of server ``TIME``) reads
     the simulated host's clock: the one reading of real time the simulation stands in for."""
     from ..adapters._async import redis as async_redis  # noqa: PLC0415 - patched for the scope only
@@ -1506,7 +1506,7 @@ def _host_wall_clocks() -> Iterator[None]:
 
     def host_wall_clock() -> int:
         clock = _HOST_CLOCK.get()
-        return clock() if clock is not None else saved()
+        return clock() if clock is not None else reference()
 
     setattr(async_redis, "wall_clock_ms", host_wall_clock)  # noqa: B010 - not re-exported
     try:
@@ -1519,7 +1519,7 @@ def _run(schedule: Schedule, planted: str | None) -> _Simulation:
     if planted is not None and planted not in PLANTED_FAULTS:
         raise ValueError(f"unknown planted fault {planted!r}")
     sim = _Simulation(schedule, planted)
-    with _captured_logs(sim.logs), simulated_server_time(), _host_wall_clocks():
+    with _captured_logs(sim.logs), simulated_server_time(), _host_wall_clocks(sim.reference_ms):
         try:
             run_simulated(sim.main(), sim.loop)
         except SimulationStalledError as exc:
