@@ -44,7 +44,7 @@ FOUND_WITHIN: Mapping[str, int] = {
     "caller-clock": 10,
     "dropped-create": 10,
     "nested-retry": 20,
-    "replay-ack": 20,
+    "replay-ack": 30,
 }
 
 #: Seeds of the real code per deployment at the CI size.
