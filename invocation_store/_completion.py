@@ -249,24 +249,73 @@ class HeldCreate:
         return (self.request.run_id, self.request.tool_call_id)
 
 
+class InFlight:
+    """What :meth:`HeldCreates.take` answers while a re-send of the call's held create is in flight."""
+
+    def __repr__(self) -> str:
+        return "IN_FLIGHT"
+
+
+#: A re-send of this call's held create is in flight: its outcome is still unknown (CIS-BND-7).
+IN_FLIGHT: Final = InFlight()
+
+
 class HeldCreates(_Held[HeldCreate]):
-    """The creates a boundary holds, their outcome unknown, by (run_id, tool_call_id) (CIS-BND-7)."""
+    """The creates a boundary holds, their outcome unknown, by (run_id, tool_call_id) (CIS-BND-7).
+
+    A held create being sent again is *in flight*: it stays this boundary's until the
+    send ends (:meth:`release`), or is held again (:meth:`hold`). Meanwhile another
+    re-send of the same call gets :data:`IN_FLIGHT`, never a fresh invocation token:
+    a new token could only be refused by the store as a duplicate of the first.
+    """
+
+    def __init__(self, policy: CompletionRetry = DEFAULT_COMPLETION_RETRY) -> None:
+        super().__init__(policy)
+        self._in_flight: dict[tuple[str, str], HeldCreate] = {}
 
     def hold(self, held: HeldCreate) -> None:
-        """Keep ``held`` (replacing one held for the same call), newest last; the oldest go past the bound."""
-        self._keep(held.key, held)
+        """Keep ``held``, newest last; the oldest go past the bound.
 
-    def take(self, run_id: str, tool_call_id: str, tool_name: str, request_json: str) -> HeldCreate | None:
-        """Remove and return the create held for this call if the call re-sends it (same tool and arguments).
-
-        Atomic: of two concurrent re-sends, one takes it and the other gets None.
-        Another call under the same id (other tool or arguments) is not a re-send: the
-        held create stays and None is returned.
+        A create already held for the same call under another token is kept instead:
+        it was sent first, so it is the one whose record the store may hold.
         """
-        if not self._held:  # nothing held: the common case costs no lock
+        key = held.key
+        with self._lock:
+            self._in_flight.pop(key, None)
+            current = self._held.get(key)
+            if current is not None and current.request.invocation_token != held.request.invocation_token:
+                return
+        self._keep(key, held)
+
+    def release(self, held: HeldCreate) -> None:
+        """The send of ``held`` ended with an answer: it is no longer in flight (nor held)."""
+        with self._lock:
+            if self._in_flight.get(held.key) is held:
+                del self._in_flight[held.key]
+
+    def drop(self, run_id: str, tool_call_id: str) -> bool:
+        """Forget the create held (or in flight) for this call; True if there was one."""
+        with self._lock:
+            flying = self._in_flight.pop((run_id, tool_call_id), None) is not None
+        return super().drop(run_id, tool_call_id) or flying
+
+    def take(
+        self, run_id: str, tool_call_id: str, tool_name: str, request_json: str
+    ) -> HeldCreate | InFlight | None:
+        """The create held for this call if the call re-sends it (same tool and arguments), now in flight.
+
+        Atomic: of two concurrent re-sends, one takes it and the other gets
+        :data:`IN_FLIGHT` until the first one's send ends. Another call under the same
+        id (other tool or arguments) is not a re-send: None, and the held create stays.
+        """
+        if not self._held and not self._in_flight:  # nothing held: the common case costs no lock
             return None
         key = (run_id, tool_call_id)
         with self._lock:
+            flying = self._in_flight.get(key)
+            if flying is not None:
+                same = flying.request.tool_name == tool_name and flying.request.request_json == request_json
+                return IN_FLIGHT if same else None
             held = self._held.get(key)
             if (
                 held is None
@@ -275,4 +324,5 @@ class HeldCreates(_Held[HeldCreate]):
             ):
                 return None
             del self._held[key]
+            self._in_flight[key] = held
             return held

@@ -6,10 +6,11 @@ loop kept its own clock, the caller would wait for the sum of the two budgets, o
 So every retry loop opens an :func:`operation_deadline` scope: the deadline of the
 scope is the earlier of its own budget and the deadline of the scope it runs in, held
 in a :class:`contextvars.ContextVar` (each thread, and each asyncio task, has its own
-view; a task started inside a scope inherits it). A loop makes its first attempt in
-any case and a retry only while the pause before it ends before the deadline
-(:func:`retry_allowed`), so an operation returns at most one round trip after the
-outermost deadline: the attempt in flight when it passed.
+view; a task started inside a scope inherits it). The first attempt of the outermost
+scope is made in any case; every later attempt, a retry or the first send of another
+step of the same operation, only while it starts before the deadline
+(:func:`attempt_allowed`, :func:`retry_allowed`), so an operation returns at most one
+round trip after the outermost deadline: the attempt in flight when it passed.
 
 Times are :func:`monotonic` seconds: ``time.monotonic()``, never the store clock, which
 tests move at will. A deterministic simulation runs the boundary and the stores on
@@ -26,13 +27,24 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
-__all__ = ["current_deadline", "monotonic", "operation_deadline", "retry_allowed", "use_clock"]
+__all__ = [
+    "attempt_allowed",
+    "current_deadline",
+    "monotonic",
+    "operation_deadline",
+    "retry_allowed",
+    "use_clock",
+]
 
 _CLOCK: Final[contextvars.ContextVar[Callable[[], float]]] = contextvars.ContextVar(
     "invocation_store_monotonic_clock", default=time.monotonic
 )
 _DEADLINE: Final[contextvars.ContextVar[float | None]] = contextvars.ContextVar(
     "invocation_store_operation_deadline", default=None
+)
+#: Whether the outermost scope made its first attempt (one cell per outermost scope).
+_ATTEMPTED: Final[contextvars.ContextVar[list[bool] | None]] = contextvars.ContextVar(
+    "invocation_store_operation_attempted", default=None
 )
 
 
@@ -63,23 +75,29 @@ def current_deadline() -> float | None:
 class _Scope:
     """The context manager :func:`operation_deadline` returns (a class: entered on every call's path)."""
 
-    __slots__ = ("budget_ms", "token")
+    __slots__ = ("attempted", "budget_ms", "token")
 
     def __init__(self, budget_ms: int) -> None:
         self.budget_ms = budget_ms
         self.token: contextvars.Token[float | None] | None = None
+        self.attempted: contextvars.Token[list[bool] | None] | None = None
 
     def __enter__(self) -> float:
         own = monotonic() + self.budget_ms / 1000
         outer = _DEADLINE.get()
         deadline = own if outer is None else min(own, outer)
         self.token = _DEADLINE.set(deadline)
+        if outer is None:
+            self.attempted = _ATTEMPTED.set([False])
         return deadline
 
     def __exit__(self, *exc_info: object) -> None:
         if self.token is not None:
             _DEADLINE.reset(self.token)
             self.token = None
+        if self.attempted is not None:
+            _ATTEMPTED.reset(self.attempted)
+            self.attempted = None
 
 
 def operation_deadline(budget_ms: int) -> contextlib.AbstractContextManager[float]:
@@ -90,6 +108,21 @@ def operation_deadline(budget_ms: int) -> contextlib.AbstractContextManager[floa
     ``budget_ms`` 0 is a deadline of now: no retry.
     """
     return _Scope(budget_ms)
+
+
+def attempt_allowed() -> bool:
+    """Whether a first send may start now: always for the outermost scope's first attempt,
+    else only before the current deadline (a later step of an operation whose budget is spent
+    is not started). Outside any scope: True.
+    """
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return True
+    attempted = _ATTEMPTED.get()
+    if attempted is not None and not attempted[0]:
+        attempted[0] = True
+        return True
+    return monotonic() < deadline
 
 
 def retry_allowed(pause_s: float) -> bool:

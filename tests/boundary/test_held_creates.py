@@ -175,6 +175,92 @@ def test_concurrent_resends_replay_the_token_once(clock: FakeClock) -> None:
     assert len(executor.calls) == 1
 
 
+class _BlockingLosingStore(LosingStore):
+    """A LosingStore whose next create waits for ``go`` once ``hold_next`` is set."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.hold_next = False
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        if self.hold_next:
+            self.hold_next = False
+            self.entered.set()
+            self.go.wait(10)
+        return super().create(request, limits)
+
+
+def test_a_resend_while_the_held_create_is_in_flight_draws_no_new_token(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-ID-5: a re-send arrives while another re-send is still sending the held create
+    (its answer not back): STORE_UNAVAILABLE, no fresh token, nothing sent. The in-flight one
+    loses its reply again and is held again with its token, so the next re-send runs the tool
+    once (a fresh token would have been refused CALL_IN_PROGRESS for the call's own record)."""
+    store = _BlockingLosingStore(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.lose = 1
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    token = store.creates[-1].invocation_token
+    store.hold_next, store.lose = True, 1
+    results: list[Any] = []
+    flying = threading.Thread(target=lambda: results.append(boundary.invoke(context, envelope("call_1"))))
+    flying.start()
+    assert store.entered.wait(10)
+    sent = len(store.creates)
+    meanwhile = boundary.invoke(context, envelope("call_1"))
+    assert meanwhile.code is ErrorCode.STORE_UNAVAILABLE
+    assert len(store.creates) == sent  # nothing sent: the held create is in flight
+    store.go.set()
+    flying.join(10)
+    assert results[0].code is ErrorCode.STORE_UNAVAILABLE  # its reply was lost again
+    assert boundary.pending_creates() == ((RUN, "call_1"),)
+    again = boundary.invoke(context, envelope("call_1"))
+    assert again.ok, again
+    assert {request.invocation_token for request in store.creates} == {token}
+    assert len(executor.calls) == 1
+    assert boundary.pending_creates() == ()
+
+
+class _NotDurableOnce(LosingStore):
+    """Writes the first create but answers DURABILITY_NOT_REACHED, leaving the record PROJECTING:
+    what a failover shows when the create reached the promoted replica but not in time."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.undurable = 1
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        answer = super().create(request, limits)
+        if self.undurable > 0 and isinstance(answer, Admission):
+            self.undurable -= 1
+            return ErrorCode.DURABILITY_NOT_REACHED
+        return answer
+
+
+def test_a_create_not_acknowledged_durable_is_held_and_runs_once_if_its_record_survived(
+    clock: FakeClock,
+) -> None:
+    """CIS-BND-7, CIS-DUR-2: DURABILITY_NOT_REACHED, the tool did not run, but the record survived
+    (PROJECTING, a failover kept it): the create is held, and the re-send replays its token and
+    runs the tool once, instead of being refused CALL_IN_PROGRESS for its own record."""
+    store = _NotDurableOnce(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    first = boundary.invoke(context, envelope("call_1"))
+    assert first.code is ErrorCode.DURABILITY_NOT_REACHED
+    assert executor.calls == []
+    assert boundary.pending_creates() == ((RUN, "call_1"),)
+    again = boundary.invoke(context, envelope("call_1"))
+    assert again.ok, again
+    assert len(executor.calls) == 1
+    assert len({request.invocation_token for request in store.creates}) == 1
+    assert boundary.pending_creates() == ()
+
+
 def test_held_creates_are_bounded_and_a_dropped_one_gets_its_fate(clock: FakeClock) -> None:
     """CIS-BND-7, CIS-ID-5, CIS-LIFE-7: at most ``max_pending`` creates are held (oldest dropped first);
     a call whose create is no longer held (dropped by the bound or by ``drop_pending``) is answered by

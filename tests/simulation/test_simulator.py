@@ -205,10 +205,6 @@ def test_real_code_keeps_its_promises(promise: str) -> None:
 # so the marker is removed then. The seeds and commands are in the report of issue 27.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 19.4: a held create whose re-send fails again is dropped; a later re-send is refused",
-)
 def test_real_code_never_refuses_a_call_made_once() -> None:
     """A re-sent call whose create reply was lost runs its tool once, not CALL_IN_PROGRESS (CIS-SIM-5)."""
     assert _broken("fate", ALL) == []

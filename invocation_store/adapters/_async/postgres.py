@@ -19,7 +19,7 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 
-from ..._deadline import operation_deadline, retry_allowed
+from ..._deadline import attempt_allowed, operation_deadline, retry_allowed
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .._postgres_common import CLOCK_SQL, TRANSIENT, DatabaseClock, async_pause
 from .._protocol import StoreUnavailableError
@@ -190,6 +190,8 @@ class AsyncPostgresStore:
         """
         pauses = self._retry.pauses_ms()
         with operation_deadline(self._retry.budget_ms):
+            if not attempt_allowed():  # an earlier step of this operation spent its budget
+                raise StoreUnavailableError("TimeoutError")
             while True:
                 try:
                     await self._ensure_schema()

@@ -23,7 +23,7 @@ import redis.asyncio.cluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
-from ..._deadline import monotonic, operation_deadline, retry_allowed
+from ..._deadline import attempt_allowed, monotonic, operation_deadline, retry_allowed
 from ...kernel import (
     PROGRESS_FIELDS,
     Admission,
@@ -615,6 +615,8 @@ class AsyncRedisStore:
         failure is raised then, at most one round trip past the deadline.
         """
         with operation_deadline(self._retry.budget_ms):
+            if not attempt_allowed():  # an earlier step of this operation spent its budget
+                raise redis.exceptions.TimeoutError("the operation's deadline passed")
             try:
                 return await send()
             except TRANSIENT as exc:

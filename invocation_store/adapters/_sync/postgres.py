@@ -20,7 +20,7 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 
-from ..._deadline import operation_deadline, retry_allowed
+from ..._deadline import attempt_allowed, operation_deadline, retry_allowed
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .._postgres_common import CLOCK_SQL, TRANSIENT, DatabaseClock, pause
 from .._protocol import StoreUnavailableError
@@ -191,6 +191,8 @@ class PostgresStore:
         """
         pauses = self._retry.pauses_ms()
         with operation_deadline(self._retry.budget_ms):
+            if not attempt_allowed():  # an earlier step of this operation spent its budget
+                raise StoreUnavailableError("TimeoutError")
             while True:
                 try:
                     self._ensure_schema()

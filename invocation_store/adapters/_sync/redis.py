@@ -24,7 +24,7 @@ import redis.cluster
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-from ..._deadline import monotonic, operation_deadline, retry_allowed
+from ..._deadline import attempt_allowed, monotonic, operation_deadline, retry_allowed
 from ...kernel import (
     PROGRESS_FIELDS,
     Admission,
@@ -616,6 +616,8 @@ class RedisStore:
         failure is raised then, at most one round trip past the deadline.
         """
         with operation_deadline(self._retry.budget_ms):
+            if not attempt_allowed():  # an earlier step of this operation spent its budget
+                raise redis.exceptions.TimeoutError("the operation's deadline passed")
             try:
                 return send()
             except TRANSIENT as exc:

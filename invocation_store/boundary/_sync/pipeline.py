@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..._completion import HeldCreate, PendingCompletion
+from ..._completion import HeldCreate, InFlight, PendingCompletion
 from ..._runners import Outcome, safe_name, type_name
 from ...adapters import InvocationStore, StoreUnavailableError
 from ...kernel import (
@@ -176,6 +176,13 @@ def admit(
     other call of this boundary drew: a repeating token factory fails closed).
     """
     held = core.creates.take(prepared.run_id, prepared.tool_call_id, prepared.tool.name, prepared.arguments)
+    if isinstance(held, InFlight):
+        # Another re-send of this call is sending its held create right now: its fate is
+        # still unknown, and a fresh token could only be refused as its duplicate.
+        core.log.info(
+            "create of unknown outcome already being sent again: %s", ErrorCode.STORE_UNAVAILABLE.value
+        )
+        return failed(prepared, ErrorCode.STORE_UNAVAILABLE)
     if held is None:
         try:
             not_before_ms = clock(store.now_ms)
@@ -197,11 +204,21 @@ def admit(
         ):
             # The server may have applied it and lost only the reply: hold it (CIS-BND-7).
             core.creates.hold(HeldCreate(request=request, not_before_ms=not_before_ms))
+        elif held is not None:
+            core.creates.release(held)
         if error is None:
             raise  # the caller's own interruption (a cancellation, Ctrl-C)
         return failed(prepared, core.store_failed(error, "create"))
     watch.stop("store")
+    if held is not None:
+        core.creates.release(held)
     if isinstance(admitted, ErrorCode):
+        if admitted is ErrorCode.DURABILITY_NOT_REACHED and claimed:
+            # The record was written but not acknowledged durable: it may survive a
+            # failover as PROJECTING, so its fate is unknown. Hold it like a lost reply:
+            # a re-send replays the token, and runs the tool only if the record it finds
+            # is still this create's own (CIS-BND-7, CIS-DUR-2).
+            core.creates.hold(HeldCreate(request=request, not_before_ms=not_before_ms))
         core.log.info("tool call refused at admission: %s", admitted.value)
         return failed(prepared, admitted)
     if admitted.replayed and not own_replay(core, admitted, request, claimed, not_before_ms):

@@ -1,0 +1,46 @@
+"""One deadline per operation: every step after the first starts only before it (CIS-DUR-4, CIS-DUR-5)."""
+
+from __future__ import annotations
+
+from invocation_store._deadline import (
+    attempt_allowed,
+    current_deadline,
+    operation_deadline,
+    use_clock,
+)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_first_attempt_is_made_later_steps_only_before_the_deadline() -> None:
+    """CIS-DUR-4: the outermost scope's first send is always made; a second step of the same
+    operation (another first send), or one in a nested scope, is not once the deadline passed."""
+    clock = _Clock()
+    with use_clock(clock), operation_deadline(1_000) as deadline:
+        assert deadline == 101.0
+        assert attempt_allowed()  # the operation's first send
+        clock.now = 100.5
+        assert attempt_allowed()  # a later step, before the deadline
+        with operation_deadline(5_000) as inner:
+            assert inner == deadline  # the earlier of the two
+            clock.now = 101.0
+            assert not attempt_allowed()  # at the deadline: not started
+        assert current_deadline() == deadline
+    assert current_deadline() is None
+    assert attempt_allowed()  # outside any scope: the caller bounds itself
+
+
+def test_each_outermost_scope_makes_its_own_first_attempt() -> None:
+    """CIS-DUR-4: a budget of 0 still sends once, in every new operation."""
+    clock = _Clock()
+    with use_clock(clock):
+        for _ in range(2):
+            with operation_deadline(0):
+                assert attempt_allowed()
+                assert not attempt_allowed()
