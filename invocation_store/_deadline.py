@@ -29,6 +29,7 @@ from typing import Final
 
 __all__ = [
     "attempt_allowed",
+    "cleanup_attempt",
     "current_deadline",
     "monotonic",
     "operation_deadline",
@@ -123,6 +124,21 @@ def attempt_allowed() -> bool:
         attempted[0] = True
         return True
     return monotonic() < deadline
+
+
+@contextlib.contextmanager
+def cleanup_attempt() -> Iterator[None]:
+    """Inside this scope one more send may start even past the deadline (no retry after it).
+
+    For an operation's best-effort cleanup after its budget went to a wait (a create or
+    open whose durability wait was not reached is taken back): one attempt, so the store
+    is left as the answer says, and still at most one round trip more.
+    """
+    token = _ATTEMPTED.set([False])
+    try:
+        yield
+    finally:
+        _ATTEMPTED.reset(token)
 
 
 def retry_allowed(pause_s: float) -> bool:

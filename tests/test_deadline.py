@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from invocation_store._deadline import (
     attempt_allowed,
+    cleanup_attempt,
     current_deadline,
     operation_deadline,
     use_clock,
@@ -44,3 +45,17 @@ def test_each_outermost_scope_makes_its_own_first_attempt() -> None:
             with operation_deadline(0):
                 assert attempt_allowed()
                 assert not attempt_allowed()
+
+
+def test_a_cleanup_gets_one_send_past_the_deadline_and_no_retry() -> None:
+    """CIS-DUR-2, CIS-DUR-4: the best-effort cleanup of an operation whose budget a durability wait
+    spent (taking back an unacknowledged create or open) is sent once, never retried."""
+    clock = _Clock()
+    with use_clock(clock), operation_deadline(1_000):
+        assert attempt_allowed()
+        clock.now = 102.0
+        assert not attempt_allowed()
+        with cleanup_attempt():
+            assert attempt_allowed()
+            assert not attempt_allowed()
+        assert not attempt_allowed()

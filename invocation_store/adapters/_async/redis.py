@@ -23,7 +23,7 @@ import redis.asyncio.cluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
-from ..._deadline import attempt_allowed, monotonic, operation_deadline, retry_allowed
+from ..._deadline import attempt_allowed, cleanup_attempt, monotonic, operation_deadline, retry_allowed
 from ...kernel import (
     PROGRESS_FIELDS,
     Admission,
@@ -511,7 +511,7 @@ class AsyncRedisStore:
         LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
         failed = core.undurable(admitted.record, max(self.now_ms(), admitted.record.updated_at_ms), limits)
         if failed is not None:
-            with contextlib.suppress(StoreUnavailableError):
+            with contextlib.suppress(StoreUnavailableError), cleanup_attempt():
                 await self.complete(admitted.record, failed)
         return ErrorCode.DURABILITY_NOT_REACHED
 
@@ -564,7 +564,7 @@ class AsyncRedisStore:
             )
             if opened.opened_at_ms == decided_at:  # this open stored it: take it back
                 keys, args = core.plan_undo_open(plan, opened)
-                with contextlib.suppress(*FAILURES):
+                with contextlib.suppress(*FAILURES), cleanup_attempt():
                     await self._io(lambda: self._undo_open(keys=keys, args=args, client=self._client))
             return ErrorCode.DURABILITY_NOT_REACHED
         return opened
