@@ -36,6 +36,7 @@ from typing import Any, Final, NamedTuple
 from attrs import evolve
 
 from ..kernel import (
+    MAX_SAFE_INT,
     CanonicalRecord,
     ErrorCode,
     EvidenceStatus,
@@ -43,6 +44,7 @@ from ..kernel import (
     ProgressView,
     RawReceived,
     RunState,
+    RunStatus,
 )
 from ._vectors_fixtures import (
     CALL,
@@ -170,6 +172,21 @@ COMPLETION_CASES: Final[tuple[CompletionCase, ...]] = (
         start=lambda: evolve(awaiting_raw(), expires_at_ms=_LATE),
     ),
     CompletionCase("absent", "nothing stored: INVALID_TRANSITION", lambda: None, _ready),
+    CompletionCase(
+        "cancelled-run",
+        "a live CANCELLED run: WRITE, charged 11 and the id joins the list; the effects ask only that the "
+        "run state be live and of the record's run",
+        awaiting_raw,
+        _ready,
+        run=lambda: evolve(_run(), status=RunStatus.CANCELLED),
+    ),
+    CompletionCase(
+        "replay-other-content",
+        "the stored terminal record has `after`'s status, code and updated_at_ms but another agent result: "
+        "REPLAY of the stored record",
+        lambda: evolve(_ready(), agent_result="other"),
+        _ready,
+    ),
 )
 
 
@@ -202,6 +219,9 @@ LIVENESS_CASES: Final[tuple[tuple[str, str, int | None, int], ...]] = (
     ("last-ms", "now = expires_at - 1: live, 1 ms left", _EXPIRES, _EXPIRES - 1),
     ("at-expiry", "now = expires_at: expired (absent), nothing left", _EXPIRES, _EXPIRES),
     ("after-expiry", "now = expires_at + 1: expired", _EXPIRES, _EXPIRES + 1),
+    ("now-max", "now = 2^53 - 1: a time in range, expired", _EXPIRES, MAX_SAFE_INT),
+    ("now-two-to-53", "now = 2^53: a caller error", _EXPIRES, MAX_SAFE_INT + 1),
+    ("now-negative", "now = -1: a caller error", _EXPIRES, -1),
 )
 
 #: (label, description, the store's report of a key's remaining lifetime).
@@ -212,6 +232,12 @@ LIFETIME_CASES: Final[tuple[tuple[str, str, Any], ...]] = (
     ("negative", "a negative remaining time: lapsed, not corrupt", -5),
     ("boolean", "true is not a time: invalid input", True),
     ("text", "a text is not a time: invalid input", "5"),
+    (
+        "beyond-53-bits",
+        "2^53 + 1 ms left (a binary64 reader sees 2^53): any integer is a report, intact",
+        MAX_SAFE_INT + 2,
+    ),
+    ("minus-beyond-53-bits", "-(2^53 + 1): lapsed, intact", -(MAX_SAFE_INT + 2)),
 )
 
 
@@ -253,6 +279,13 @@ OWN_CREATE_CASES: Final[tuple[tuple[str, str, Callable[[], CanonicalRecord], dic
         lambda: evolve(awaiting_raw(), created_at_ms=NOW - 1),
         {},
     ),
+    (
+        "empty-token",
+        "record and request both carry the empty token: an empty token identifies no invocation, so "
+        "never an own create (a reading comparing tokens alone says yes)",
+        lambda: evolve(awaiting_raw(), invocation_token=""),
+        {"invocation_token": ""},
+    ),
 )
 
 
@@ -290,6 +323,7 @@ SWEEP_CASES: Final[tuple[tuple[str, str, Callable[[], list[CanonicalRecord | Non
         lambda: [awaiting_raw()],
         _RECORD_EXPIRY,
     ),
+    ("now-two-to-53", "now = 2^53: a caller error", lambda: [awaiting_raw()], MAX_SAFE_INT + 1),
 )
 
 
@@ -355,10 +389,26 @@ AGENT_VIEW_CASES: Final[tuple[tuple[str, str, Callable[[], CanonicalRecord]], ..
     ),
     (
         "ready-evidence-error",
-        "READY with evidence ERROR (no transition makes it): a failure, INVALID_TRANSITION",
+        "READY with evidence ERROR: not well formed, never shown: STORE_UNAVAILABLE (CIS-STORE-6; a "
+        "reading that shows its own code or INVALID_TRANSITION differs)",
         lambda: evolve(done_record(CALL), evidence_status=EvidenceStatus.ERROR),
     ),
-    ("projecting", "PROJECTING (not terminal): a failure, INVALID_TRANSITION", awaiting_raw),
+    (
+        "error-without-code",
+        "ERROR without an error code: not well formed, STORE_UNAVAILABLE",
+        lambda: evolve(error_record(), error_code=None),
+    ),
+    (
+        "ready-unsafe-id",
+        "a READY record with an unsafe tool_call_id: not well formed, STORE_UNAVAILABLE, the id not echoed",
+        lambda: evolve(done_record(CALL), tool_call_id="call 1"),
+    ),
+    (
+        "projecting",
+        "PROJECTING (admitted, not finished): CALL_IN_PROGRESS, its fate not known yet (a reading "
+        "answering INVALID_TRANSITION differs)",
+        awaiting_raw,
+    ),
 )
 
 #: (label, description, requirements, code, tool_call_id) of each failure view.
@@ -375,11 +425,44 @@ FAILURE_VIEW_CASES: Final[tuple[tuple[str, str, list[str], str, Any], ...]] = (
         "DURABILITY_NOT_REACHED",
         CALL,
     ),
+    (
+        "call-in-progress",
+        "CALL_IN_PROGRESS with its fixed message",
+        ["CIS-ERR-1", "CIS-ID-5"],
+        "CALL_IN_PROGRESS",
+        CALL,
+    ),
+    (
+        "unknown-code",
+        "a text that names no code of the closed set: a caller error, never a made-up view",
+        ["CIS-ERR-1", "CIS-KERN-2"],
+        "NOT_A_CODE",
+        CALL,
+    ),
+    (
+        "lowercase-code",
+        "codes are exact: duplicate_tool_call names no code, a caller error",
+        ["CIS-ERR-1", "CIS-KERN-2"],
+        "duplicate_tool_call",
+        CALL,
+    ),
 )
 
 #: Well-formedness cases about fields a progress view does not hold (error code, creation time).
 _NOT_IN_A_VIEW: Final = frozenset(
-    {"projecting-code", "ready-code", "error-no-code", "expiry-at-creation", "expiry-after-creation"}
+    {
+        "projecting-code",
+        "ready-code",
+        "error-no-code",
+        "expiry-at-creation",
+        "expiry-after-creation",
+        "ready-without-raw",
+        "empty-token",
+        "updated-before-created",
+        "created-zero",
+        "created-negative",
+        "updated-two-to-53",
+    }
 )
 
 

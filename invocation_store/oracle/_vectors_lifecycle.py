@@ -84,7 +84,7 @@ class TransitionCase(NamedTuple):
     label: str
     description: str
     before: Before | None
-    event: Event
+    event: Event | dict[str, Any]
     limits: Limits = LIMITS
 
 
@@ -93,10 +93,10 @@ def transition_vector(  # noqa: PLR0917 - a vector's fields, in file order
     requirements: list[str],
     description: str,
     before: CanonicalRecord | None,
-    event: Event,
+    event: Event | dict[str, Any],
     limits: Limits = LIMITS,
 ) -> dict[str, Any]:
-    """A ``transition`` vector: ``event`` applied to ``before`` under ``limits``."""
+    """A ``transition`` vector: ``event`` (a kernel event, or its JSON as given) applied to ``before``."""
     return vector(
         "transition",
         vector_id,
@@ -104,7 +104,7 @@ def transition_vector(  # noqa: PLR0917 - a vector's fields, in file order
         description,
         limits=limits_view(limits),
         before=record_json(before),
-        event=event_json(event),
+        event=event if isinstance(event, dict) else event_json(event),
     )
 
 
@@ -295,6 +295,7 @@ def _row_vectors(phase: Phase, event_type: type[Any], targets: frozenset[Phase])
                 case.limits,
             )
         )
+        assert not isinstance(case.event, dict)  # a table row's cases are kernel events
         result = transition(before, case.event, case.limits)
         if isinstance(result, CanonicalRecord):
             reached.add(phase_of(result, case.event.now_ms))

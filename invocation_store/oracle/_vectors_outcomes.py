@@ -20,18 +20,24 @@ from typing import Any, Final
 
 from attrs import frozen
 
-from .. import codec
 from ..adapters._redis_keys import call_key, done_key, run_key
 from ..kernel import (
     AdmissionRequest,
     AgentView,
+    Begin,
     ErrorCode,
     EvidenceStatus,
+    Failed,
     InvocationStatus,
     ProgressView,
+    Projection,
+    ProjectionReceived,
+    RawReceived,
     RunContext,
     RunState,
+    SweptStale,
     ToolCallEnvelope,
+    ToolPolicy,
     admit,
     agent_view,
     cancel_run,
@@ -54,7 +60,6 @@ from ..kernel import (
     transition,
 )
 from ._vectors_fixtures import (
-    event_from_json,
     limits_from_json,
     record_from_json,
     record_json,
@@ -76,11 +81,51 @@ class UnknownKindError(LookupError):
 INVALID_INPUT: Final = {"invalid_input": True}
 
 
+_EVENT_CLASSES: Final[dict[str, type[Any]]] = {
+    cls.__name__: cls for cls in (Begin, RawReceived, ProjectionReceived, Failed, SweptStale)
+}
+#: The members of a projection's JSON form: exactly these, each any JSON value.
+PROJECTION_MEMBERS: Final = frozenset({"evidence_status", "content", "scope"})
+
+
+def projection_from_json(value: Any) -> Any:
+    """A :class:`Projection` of an object with exactly :data:`PROJECTION_MEMBERS`, else ``value`` itself.
+
+    A projector's answer is judged by the kernel whatever it holds (CIS-EVID-2): the
+    members' values are passed as they are, and anything that is not such an object (a
+    text, null, an object missing a member or with another one) is passed on as what
+    it is, which the kernel answers PROJECTION_INVALID (CIS-EVID-5).
+    """
+    if isinstance(value, dict) and value.keys() == PROJECTION_MEMBERS:
+        return Projection(**value)
+    return value
+
+
+def event_from_vector(obj: dict[str, Any]) -> Any:
+    """The kernel event of an ``event`` object, its fields passed as given (the kernel judges them).
+
+    ``type`` names the class; a Failed ``code`` must name an error code. An unknown
+    type, a missing or extra member or an unknown code raises ``ValueError`` or
+    ``TypeError`` (the outcome ``invalid_input``).
+    """
+    fields = {name: value for name, value in obj.items() if name != "type"}
+    cls = _EVENT_CLASSES.get(obj.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError("not an event type")
+    if cls is Failed:
+        fields["code"] = (
+            ErrorCode(fields["code"]) if isinstance(fields.get("code"), str) else fields.get("code")
+        )
+    if cls is ProjectionReceived and "projection" in fields:
+        fields["projection"] = projection_from_json(fields["projection"])
+    return cls(**fields)
+
+
 def transition_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     """``transition`` kind: the new record, or the code (the record then unchanged)."""
     result = transition(
         record_from_json(vector["before"]),
-        event_from_json(vector["event"]),
+        event_from_vector(vector["event"]),
         limits_from_json(vector["limits"]),
     )
     if isinstance(result, ErrorCode):
@@ -112,7 +157,9 @@ def preflight_outcome(inputs: dict[str, Any]) -> dict[str, Any]:
     envelope = ToolCallEnvelope(**inputs["envelope"])
     policy = inputs["policy"]
     context = RunContext(run_id=inputs["context_run_id"])
-    tool_policy = None if policy is None else codec.policy_from_obj(policy)
+    # So is the policy: its flags are judged by the kernel (only the boolean true
+    # passes, CIS-PRE-5), never coerced by a decoder.
+    tool_policy = None if policy is None else ToolPolicy(**policy)
     limits = limits_from_json(inputs["limits"])
     run = run_from_json(inputs["run"])
     existing = record_from_json(inputs["existing"])

@@ -24,12 +24,15 @@ vectors are short. Its length is the number of preflight edges the spec pins.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from attrs import evolve
 
 from ..kernel import (
+    MAX_SAFE_INT,
+    PREFLIGHT_ORDER,
     CanonicalRecord,
     ErrorCode,
     EvidenceStatus,
@@ -45,6 +48,8 @@ from ._vectors_fixtures import (
     NOW,
     REQUEST,
     ROOMY,
+    RUN,
+    TOOL,
     document,
     existing_record,
     record_json,
@@ -53,7 +58,7 @@ from ._vectors_fixtures import (
     step,
 )
 from ._vectors_lifecycle import scenario
-from ._vectors_outcomes import arguments_outcome, preflight_outcome
+from ._vectors_outcomes import arguments_outcome, vector
 from ._views import limits_view
 
 __all__ = ["preflight_documents", "preflight_vector"]
@@ -69,7 +74,7 @@ def preflight_vector(
     run: Any = "default",
     existing: CanonicalRecord | None = None,
     now_ms: int | None = None,
-    token: str = "tok-new",  # noqa: S107 - a retry token, not a credential
+    token: Any = "tok-new",  # noqa: S107 - a retry token, not a credential
     policy: Any = "default",
 ) -> dict[str, Any]:
     """A ``preflight`` vector of the fixture call with the inputs given changed."""
@@ -86,14 +91,7 @@ def preflight_vector(
     if now_ms is not None:
         inputs["now_ms"] = now_ms
     inputs["token"] = token
-    return {
-        "id": vector_id,
-        "kind": "preflight",
-        "requirements": requirements,
-        "description": description,
-        **inputs,
-        "expect": preflight_outcome(inputs),
-    }
+    return vector("preflight", vector_id, requirements, description, **inputs)
 
 
 # ---------------------------------------------------------------------------
@@ -169,6 +167,16 @@ UNSAFE_IDS: Final[tuple[tuple[str, str], ...]] = (
 )
 #: Every printable ASCII character outside the safe set.
 UNSAFE_ASCII: Final = "!\"#$%&'()*+,/;<=>?@[\\]^`{|}~"
+#: Envelope run ids beside the context's ``run-1`` (label, value, description): only the same text passes.
+ENVELOPE_RUN_IDS: Final[tuple[tuple[str, Any, str], ...]] = (
+    ("same", RUN, "the context's run id: admitted"),
+    ("null", None, "no run id (null): RUN_MISMATCH, never the context's by default"),
+    ("number", 7, "a number: RUN_MISMATCH"),
+    ("empty", "", "the empty text: RUN_MISMATCH"),
+    ("case", "RUN-1", "RUN-1: run ids are compared exactly, RUN_MISMATCH"),
+    ("padded", "run-1 ", "a trailing space: RUN_MISMATCH"),
+    ("list", [RUN], "a list holding the run id: RUN_MISMATCH"),
+)
 
 
 def _id_vector(label: str, value: Any, description: str, requirements: list[str]) -> dict[str, Any]:
@@ -202,6 +210,15 @@ def _ids_document() -> dict[str, Any]:
     vectors += [
         _id_vector(f"unsafe/{label}", value, "outside A-Z a-z 0-9 _ - . :", _UNSAFE)
         for label, value in UNSAFE_IDS
+    ]
+    vectors += [
+        preflight_vector(
+            f"id/run-id/{label}",
+            ["CIS-PRE-3", "CIS-PRE-2"],
+            description,
+            envelope={"run_id": value},
+        )
+        for label, value, description in ENVELOPE_RUN_IDS
     ]
     vectors += [
         _id_vector(
@@ -381,6 +398,12 @@ ARGUMENT_SECTIONS: Final[tuple[ArgumentSection, ...]] = (
             ArgumentCase("trailing-dot", '{"a":1.}', "a trailing dot is not JSON"),
             ArgumentCase("plus-sign", '{"a":+1}', "a plus sign is not JSON"),
             ArgumentCase("hex", '{"a":0x10}', "hexadecimal is not JSON"),
+            ArgumentCase("bare-minus", '{"a":-}', "a minus sign alone is not a number"),
+            ArgumentCase("bare-minus-in-array", '{"a":[-]}', "a minus sign alone, in an array"),
+            ArgumentCase("double-minus", '{"a":--1}', "two minus signs are not a number"),
+            ArgumentCase("minus-dot", '{"a":-.5}', "a fraction needs an integer part after the sign"),
+            ArgumentCase("exponent-without-digits", '{"a":1e}', "an exponent needs digits"),
+            ArgumentCase("exponent-sign-only", '{"a":1e+}', "an exponent sign alone is not an exponent"),
         ),
     ),
     ArgumentSection(
@@ -407,6 +430,43 @@ ARGUMENT_SECTIONS: Final[tuple[ArgumentSection, ...]] = (
                 '{"a":[1,' + "2" * 4301 + "]}",
                 "the limit applies to every integer in the document",
             ),
+            ArgumentCase(
+                "4301-digits-with-exponent",
+                '{"a":' + "1" * 4301 + "e-4300}",
+                "4301 digits with an exponent: not an integer literal, judged as a double (about 1.1): "
+                "accepted (a reading applying the digit limit to every number refuses it)",
+            ),
+            ArgumentCase(
+                "4301-digits-with-fraction",
+                '{"a":' + "1" * 4301 + ".5e-4300}",
+                "4301 digits, a fraction and an exponent: a double of about 1.1, accepted",
+            ),
+        ),
+    ),
+    ArgumentSection(
+        "binary64",
+        ["CIS-JSON-6", "CIS-JSON-3", "CIS-REC-2"],
+        (
+            ArgumentCase(
+                "max-safe", '{"a":9007199254740991}', "2^53 - 1, the largest integer a binary64 holds exactly"
+            ),
+            ArgumentCase("two-to-53", '{"a":9007199254740992}', "2^53: accepted"),
+            ArgumentCase(
+                "two-to-53-plus-1",
+                '{"a":9007199254740993}',
+                "2^53 + 1, which a binary64 reader rounds to 2^53 (JavaScript's JSON.parse): accepted, and "
+                "the request is kept as written (a reading refusing integers beyond 2^53 - 1 refuses it)",
+            ),
+            ArgumentCase("minus-two-to-53-plus-1", '{"a":-9007199254740993}', "-(2^53 + 1): accepted"),
+            ArgumentCase(
+                "two-to-64", '{"a":18446744073709551616}', "2^64: beyond every 64-bit integer, accepted"
+            ),
+            ArgumentCase("ten-to-30", '{"a":1000000000000000000000000000000}', "10^30: accepted"),
+            ArgumentCase(
+                "fraction-beyond-53-bits",
+                '{"a":9007199254740993.0}',
+                "2^53 + 1 written with a fraction: a double that rounds, finite: accepted",
+            ),
         ),
     ),
     ArgumentSection(
@@ -424,6 +484,17 @@ ARGUMENT_SECTIONS: Final[tuple[ArgumentSection, ...]] = (
             ),
             ArgumentCase("escaped-in-name", '{"\\ud800":1}', "a lone surrogate in a member name"),
             ArgumentCase("raw-lone", '{"a":"\ud800"}', "a raw lone surrogate in the text"),
+            ArgumentCase(
+                "escaped-high-raw-low",
+                '{"a":"\\ud83d\udc00"}',
+                "an escaped high surrogate then a raw low one: two lone surrogates, invalid (a reader that "
+                "parses into UTF-16 first joins them into a pair and accepts it)",
+            ),
+            ArgumentCase(
+                "raw-high-escaped-low",
+                '{"a":"\ud83d\\ude00"}',
+                "a raw high surrogate then an escaped low one: two lone surrogates, invalid",
+            ),
             ArgumentCase("raw-supplementary", '{"a":"\U0001f600"}', "a supplementary character"),
             ArgumentCase(
                 "noncharacter",
@@ -539,6 +610,7 @@ _BYTES: Final = ["CIS-RUN-6", "CIS-PRE-8"]
 _DUP: Final = ["CIS-ID-5", "CIS-RETRY-2"]
 _REPLAY: Final = ["CIS-RETRY-2", "CIS-RETRY-1"]
 _SIZE: Final = len(REQUEST)
+_NEW: Final = "tok-new"  # the call's own invocation token (a retry token, not a credential)
 _WIDE: Final = '{"q":"\u00e9"}'
 _DEADLINE: Final = NOW + 600_000  # the fixture run's deadline
 _RUN_EXPIRY: Final = _DEADLINE + 60_000  # and its expiry
@@ -738,6 +810,80 @@ ADMISSION_CASES: Final[tuple[AdmissionCase, ...]] = (
         lambda: {"existing": existing_record(""), "token": ""},
     ),
     AdmissionCase(
+        "replay/expired-run",
+        "the live record has this call's token but the run state lapsed (now = deadline + ttl): an "
+        "expired run state is absent, RUN_INACTIVE (a reading replaying on any stored run state "
+        "answers the record)",
+        _REPLAY,
+        lambda: {
+            "existing": existing_record("tok-new", expires_at_ms=_RUN_EXPIRY + 1000),
+            "now_ms": _RUN_EXPIRY,
+        },
+    ),
+    AdmissionCase(
+        "replay/ready",
+        "the record under the key has this call's token and is READY: still a replay, whatever its "
+        "status (a reading replaying PROJECTING records only says DUPLICATE_TOOL_CALL)",
+        _REPLAY,
+        lambda: {"existing": evolve(_ready_under_key(), invocation_token=_NEW)},
+    ),
+    AdmissionCase(
+        "replay/error",
+        "the record under the key has this call's token and is ERROR: a replay",
+        _REPLAY,
+        lambda: {"existing": evolve(_failed_under_key(ErrorCode.EXECUTION_FAILED), invocation_token=_NEW)},
+    ),
+    AdmissionCase(
+        "token/empty-admitted",
+        "an empty token is a text: the call is admitted with it (it can never be replayed)",
+        ["CIS-RETRY-1", "CIS-PRE-8"],
+        lambda: {"token": ""},
+    ),
+    AdmissionCase(
+        "token/null",
+        "an invocation token that is not a text (null): a caller error",
+        ["CIS-RETRY-1", "CIS-KERN-2"],
+        lambda: {"token": None},
+    ),
+    AdmissionCase(
+        "token/number",
+        "an invocation token that is a number: a caller error",
+        ["CIS-RETRY-1", "CIS-KERN-2"],
+        lambda: {"token": 7},
+    ),
+    AdmissionCase(
+        "token/null-on-cancelled-run",
+        "a null token on a cancelled run: the caller error first (invalid input, not RUN_INACTIVE)",
+        ["CIS-RETRY-1", "CIS-KERN-2"],
+        lambda: {"token": None, "run": run_state(RunStatus.CANCELLED)},
+    ),
+    AdmissionCase(
+        "now/max-safe",
+        "now = 2^53 - 1: a time in range, past the run's expiry: RUN_INACTIVE",
+        ["CIS-KERN-2", "CIS-RUN-3"],
+        lambda: {"now_ms": MAX_SAFE_INT},
+    ),
+    AdmissionCase(
+        "now/two-to-53",
+        "now = 2^53: outside [0, 2^53 - 1], a caller error",
+        ["CIS-KERN-2"],
+        lambda: {"now_ms": MAX_SAFE_INT + 1},
+    ),
+    AdmissionCase(
+        "now/two-to-53-plus-1",
+        "now = 2^53 + 1 (a binary64 reader sees 2^53): a caller error either way",
+        ["CIS-KERN-2"],
+        lambda: {"now_ms": MAX_SAFE_INT + 2},
+    ),
+    AdmissionCase("now/negative", "now = -1: a caller error", ["CIS-KERN-2"], lambda: {"now_ms": -1}),
+    AdmissionCase(
+        "now/caller-error-first",
+        "now = 2^53 and an unsafe tool_call_id: the caller error is decided first (invalid input, "
+        "not UNSAFE_TOOL_CALL_ID)",
+        ["CIS-KERN-2", "CIS-PRE-2"],
+        lambda: {"now_ms": MAX_SAFE_INT + 1, "envelope": {"tool_call_id": "call 1"}},
+    ),
+    AdmissionCase(
         "record-limit/at",
         "the new record is 26 bytes (ids + tool name + request) = the limit",
         ["CIS-SIZE-5"],
@@ -769,6 +915,7 @@ def _admission_document() -> dict[str, Any]:
         preflight_vector(f"admission/{case.label}", case.requirements, case.description, **case.inputs())
         for case in ADMISSION_CASES
     ]
+    vectors += _admission_order_vectors()
     return document(
         "Admission at its edges: budgets reached exactly and exceeded by one, the deadline and "
         "the run's expiry (deadline + ttl) at now - 1, now and now + 1, a record expiring at now, "
@@ -778,12 +925,227 @@ def _admission_document() -> dict[str, Any]:
     )
 
 
+#: The admission checks in order (CIS-PRE-8), after checks 1-6 passed; ``None`` is the replay.
+ADMISSION_ORDER: Final[tuple[ErrorCode | None, ...]] = (
+    None,
+    ErrorCode.RUN_INACTIVE,
+    ErrorCode.RUN_MISMATCH,
+    ErrorCode.RUN_DEADLINE_EXCEEDED,
+    ErrorCode.CALL_IN_PROGRESS,
+    ErrorCode.TOOL_BUDGET_EXHAUSTED,
+    ErrorCode.RUN_BYTES_EXHAUSTED,
+    ErrorCode.REQUEST_TOO_LARGE,
+)
+#: Admission faults one input cannot hold together: the record under the key is the
+#: caller's own (a replay) or another invocation's (a duplicate), not both.
+_ADMISSION_EXCLUSIVE: Final = frozenset({None, ErrorCode.CALL_IN_PROGRESS})
+
+
+def _admission_faults(faults: frozenset[ErrorCode | None]) -> dict[str, Any]:
+    """Preflight inputs whose admission fails exactly ``faults``.
+
+    ``None`` in ``faults``: the key holds the call's own record (a replay).
+    """
+    run = run_state()
+    if ErrorCode.RUN_INACTIVE in faults:
+        run = evolve(run, status=RunStatus.CANCELLED)
+    if ErrorCode.RUN_MISMATCH in faults:
+        run = evolve(run, run_id="run-2")
+    if ErrorCode.TOOL_BUDGET_EXHAUSTED in faults:
+        run = evolve(run, tool_calls_used=3)
+    if ErrorCode.RUN_BYTES_EXHAUSTED in faults:
+        run = evolve(run, bytes_used=1000)
+    inputs: dict[str, Any] = {"run": run}
+    if ErrorCode.RUN_DEADLINE_EXCEEDED in faults:
+        inputs["now_ms"] = _DEADLINE
+    if ErrorCode.REQUEST_TOO_LARGE in faults:
+        inputs["limits"] = evolve(LIMITS, record_bytes=25)
+    if ErrorCode.CALL_IN_PROGRESS in faults or None in faults:
+        token = _NEW if None in faults else "tok-first"
+        inputs["existing"] = existing_record(token, expires_at_ms=_RUN_EXPIRY)
+    return inputs
+
+
+def _admission_order_vectors() -> list[dict[str, Any]]:
+    vectors = []
+    for first, second in itertools.combinations(ADMISSION_ORDER, 2):
+        if {first, second} == _ADMISSION_EXCLUSIVE:
+            continue
+        names = [code.value if code is not None else "REPLAY" for code in (first, second)]
+        made = preflight_vector(
+            f"admission/order/{names[0]}+{names[1]}",
+            ["CIS-PRE-8", "CIS-PRE-2"],
+            f"fails {names[0]} and {names[1]}: the earlier wins",
+            **_admission_faults(frozenset({first, second})),
+        )
+        expect = made["expect"]
+        won = None if expect.get("code") is None and expect.get("replayed") else expect.get("code")
+        if won != (None if first is None else first.value):
+            raise AssertionError(f"admission order {names}: {expect}")
+        vectors.append(made)
+    return vectors
+
+
+# ---------------------------------------------------------------------------
+# authorization.json
+
+
+def _policy(**changes: Any) -> dict[str, Any]:
+    policy = {"name": TOOL, "authorized": True, "read_only": True, "timeout_ms": 1000}
+    return {**policy, **changes}
+
+
+class PolicyCase(NamedTuple):
+    """The fixture call against ``policy`` (None: no policy) with the envelope's ``tool_name``."""
+
+    label: str
+    description: str
+    requirements: list[str]
+    policy: dict[str, Any] | None
+    tool_name: Any = TOOL
+
+
+_AUTH: Final = ["CIS-PRE-5", "CIS-PRE-4"]
+_READ: Final = ["CIS-PRE-6", "CIS-PRE-4"]
+
+#: Authorization and read-only fail closed: every reading of the policy, both sides.
+POLICY_CASES: Final[tuple[PolicyCase, ...]] = (
+    PolicyCase(
+        "passes",
+        "the policy of the tool, authorized and read-only (booleans true): admitted",
+        _AUTH,
+        _policy(),
+    ),
+    PolicyCase(
+        "no-policy",
+        "no policy (an unknown tool): UNAUTHORIZED, checks 5 and 6 are not skipped",
+        _AUTH,
+        None,
+    ),
+    PolicyCase(
+        "other-name",
+        "the policy names another tool: UNAUTHORIZED (a reading that ignores the name admits it)",
+        _AUTH,
+        _policy(name="fetch"),
+    ),
+    PolicyCase(
+        "name-case",
+        "the envelope says Search, the policy search: names are compared exactly, UNAUTHORIZED",
+        _AUTH,
+        _policy(),
+        "Search",
+    ),
+    PolicyCase(
+        "policy-name-case",
+        "the envelope says search, the policy SEARCH: UNAUTHORIZED",
+        _AUTH,
+        _policy(name="SEARCH"),
+    ),
+    PolicyCase(
+        "name-padded",
+        "the envelope says 'search ' (trailing space): UNAUTHORIZED",
+        _AUTH,
+        _policy(),
+        "search ",
+    ),
+    PolicyCase(
+        "name-lone-surrogate-differs",
+        "the envelope's name is search + a lone surrogate: another name, UNAUTHORIZED",
+        _AUTH,
+        _policy(),
+        "search\ud800",
+    ),
+    PolicyCase(
+        "name-lone-surrogate-equal",
+        "both names are search + a lone surrogate: equal, but a name with no UTF-8 form cannot be "
+        "stored: UNAUTHORIZED",
+        _AUTH,
+        _policy(name="search\ud800"),
+        "search\ud800",
+    ),
+    PolicyCase("name-null", "the envelope has no tool name (null): UNAUTHORIZED", _AUTH, _policy(), None),
+    PolicyCase(
+        "name-number", "the envelope's tool name is the number 7: UNAUTHORIZED", _AUTH, _policy(name=7), 7
+    ),
+    PolicyCase("name-list", "the envelope's tool name is a list: UNAUTHORIZED", _AUTH, _policy(), [TOOL]),
+    PolicyCase("policy-name-null", "the policy's name is null: UNAUTHORIZED", _AUTH, _policy(name=None)),
+    *(
+        PolicyCase(
+            f"authorized-{label}",
+            f"authorized is {shown}, not the boolean true: UNAUTHORIZED (fails closed)",
+            _AUTH,
+            _policy(authorized=value),
+        )
+        for label, shown, value in (
+            ("false", "false", False),
+            ("string-true", 'the string "true"', "true"),
+            ("string-false", 'the string "false"', "false"),
+            ("one", "the number 1", 1),
+            ("zero", "the number 0", 0),
+            ("null", "null", None),
+            ("object", "an object", {}),
+            ("list", "a list", [True]),
+        )
+    ),
+    *(
+        PolicyCase(
+            f"read-only-{label}",
+            f"read_only is {shown}, not the boolean true: NOT_READ_ONLY (fails closed)",
+            _READ,
+            _policy(read_only=value),
+        )
+        for label, shown, value in (
+            ("false", "false", False),
+            ("string-true", 'the string "true"', "true"),
+            ("one", "the number 1", 1),
+            ("null", "null", None),
+        )
+    ),
+    PolicyCase(
+        "both-refused",
+        "authorized and read_only both false: UNAUTHORIZED, checked first",
+        [*_AUTH, "CIS-PRE-2"],
+        _policy(authorized=False, read_only=False),
+    ),
+    PolicyCase(
+        "both-strings",
+        'authorized and read_only both the string "true": UNAUTHORIZED',
+        [*_AUTH, "CIS-PRE-2"],
+        _policy(authorized="true", read_only="true"),
+    ),
+)
+
+
+def _authorization_document() -> dict[str, Any]:
+    vectors = [
+        preflight_vector(
+            f"authorization/{case.label}",
+            case.requirements,
+            case.description,
+            envelope={"tool_name": case.tool_name},
+            policy=case.policy,
+        )
+        for case in POLICY_CASES
+    ]
+    assert PREFLIGHT_ORDER.index(ErrorCode.UNAUTHORIZED) < PREFLIGHT_ORDER.index(ErrorCode.NOT_READ_ONLY)
+    return document(
+        "Authorization and read-only fail closed (checks 5 and 6): the call's tool name must be a text "
+        "equal, code point for code point, to the policy's name and have a UTF-8 form, and the policy's "
+        "`authorized` and `read_only` must each be the boolean true; no policy at all is UNAUTHORIZED. "
+        "`policy` is given as the harness declared it (any JSON value per member). Run as "
+        "preflight_order.json.",
+        ["CIS-PRE-4", "CIS-PRE-5", "CIS-PRE-6", "CIS-SPEC-3"],
+        {"vectors": vectors},
+    )
+
+
 def preflight_documents() -> dict[str, dict[str, Any]]:
-    """``ids.json``, ``arguments.json``, ``ijson.json`` and ``admission.json``."""
+    """``ids.json``, ``arguments.json``, ``ijson.json``, ``admission.json`` and ``authorization.json``."""
     arguments = _arguments_document()
     return {
         "ids.json": _ids_document(),
         "arguments.json": arguments,
         "ijson.json": _ijson_document(arguments),
         "admission.json": _admission_document(),
+        "authorization.json": _authorization_document(),
     }

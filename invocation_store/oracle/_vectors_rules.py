@@ -30,15 +30,18 @@ rows into vectors. Its length is the number of boundaries the spec pins down.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from attrs import evolve
 
 from ..kernel import (
+    MAX_SAFE_INT,
     CanonicalRecord,
     ErrorCode,
     EvidenceStatus,
+    ExclusionReason,
     Failed,
     Limits,
     Projection,
@@ -119,6 +122,14 @@ def _invalid_part(label: str, content: Any, scope: Any, description: str) -> Tra
 
 
 _RECORD_26: Final = evolve(LIMITS, record_bytes=26)
+_OVER_REQUEST: Final = '{"q":"' + "x" * 62 + '"}'  # 70 bytes
+
+
+def _not_a_projection(value: Any) -> dict[str, Any]:
+    """The JSON of a ProjectionReceived whose ``projection`` member is ``value`` (any JSON value)."""
+    return {"type": "ProjectionReceived", "projection": value, "now_ms": _AT}
+
+
 _BLANKS: Final = (("empty", ""), ("tab", "\t"), ("lf", "\n"), ("vt", "\x0b"), ("ff", "\x0c"), ("cr", "\r"))
 
 #: The transition cases of ``limits.json``, by section, in file order.
@@ -177,6 +188,66 @@ LIMIT_SECTIONS: Final[tuple[LimitSection, ...]] = (
                 projecting,
                 projection_event("EVIDENCE_FOUND", "found", "web"),
                 evolve(LIMITS, record_bytes=36),
+            ),
+        ),
+    ),
+    LimitSection(
+        "begin",
+        ["CIS-SIZE-5", "CIS-SIZE-2", "CIS-REC-4"],
+        (
+            TransitionCase(
+                "request-over-request-limit",
+                "a Begin whose request (70 bytes) is over request_bytes (64) but whose record (87 bytes) is "
+                "within the record limit: created; the request limit is preflight's check 3, not Begin's "
+                "(a reading that applies it here refuses it)",
+                None,
+                begin_event(_AT, request_json=_OVER_REQUEST),
+            ),
+            TransitionCase(
+                "empty-token",
+                "an empty invocation token is a text: created (it identifies no invocation, CIS-PRE-8)",
+                None,
+                begin_event(_AT, invocation_token=""),
+            ),
+        ),
+    ),
+    LimitSection(
+        "begin-order",
+        ["CIS-ID-6", "CIS-SIZE-5", "CIS-LIFE-2"],
+        (
+            TransitionCase(
+                "missing-id-before-run-id",
+                "a blank tool_call_id and an unsafe run id: MISSING_TOOL_CALL_ID, the id is checked first "
+                "(a reading checking the run id first says RUN_MISMATCH)",
+                None,
+                begin_event(_AT, tool_call_id="", run_id="run{1}"),
+            ),
+            TransitionCase(
+                "unsafe-id-before-run-id",
+                "an unsafe tool_call_id and an unsafe run id: UNSAFE_TOOL_CALL_ID",
+                None,
+                begin_event(_AT, tool_call_id="call 1", run_id="run{1}"),
+            ),
+            TransitionCase(
+                "id-before-record-limit",
+                "an unsafe tool_call_id and a record over its limit: UNSAFE_TOOL_CALL_ID",
+                None,
+                begin_event(_AT, tool_call_id="call 1"),
+                evolve(LIMITS, record_bytes=25),
+            ),
+            TransitionCase(
+                "run-id-before-record-limit",
+                "an unsafe run id and a record over its limit: RUN_MISMATCH",
+                None,
+                begin_event(_AT, run_id="run{1}"),
+                evolve(LIMITS, record_bytes=25),
+            ),
+            TransitionCase(
+                "phase-before-id",
+                "a Begin with an unsafe id on a live record: INVALID_TRANSITION, the table is consulted "
+                "before the event's ids",
+                awaiting_raw,
+                begin_event(_AT, tool_call_id="call 1"),
             ),
         ),
     ),
@@ -312,6 +383,36 @@ LIMIT_SECTIONS: Final[tuple[LimitSection, ...]] = (
             _invalid_part("scope-number", "found", 7, "a scope that is not text"),
             _invalid_part("content-lone-surrogate", "bad \ud800", "web", "content with no UTF-8 form"),
             _invalid_part("scope-lone-surrogate", "found", "bad \ud800", "a scope with no UTF-8 form"),
+            *(
+                TransitionCase(
+                    f"projection/{label}",
+                    f"{description}: not a projection, ERROR/PROJECTION_INVALID with the raw response kept "
+                    "(a reading that calls it a caller error refuses the event)",
+                    projecting,
+                    _not_a_projection(value),
+                )
+                for label, value, description in (
+                    ("text", "found", "a text"),
+                    ("null", None, "null"),
+                    ("number", 7, "a number"),
+                    ("list", ["EVIDENCE_FOUND", "found", "web"], "a list"),
+                    (
+                        "extra-member",
+                        {
+                            "evidence_status": "EVIDENCE_FOUND",
+                            "content": "found",
+                            "scope": "web",
+                            "raw": "RAW",
+                        },
+                        "an object with a member besides evidence_status, content and scope",
+                    ),
+                    (
+                        "missing-scope",
+                        {"evidence_status": "EVIDENCE_FOUND", "content": "found"},
+                        "an object without its scope member",
+                    ),
+                )
+            ),
         ),
     ),
     LimitSection(
@@ -336,6 +437,35 @@ LIMIT_SECTIONS: Final[tuple[LimitSection, ...]] = (
                 projecting,
                 projection_event("EVIDENCE_FOUND", "\ud800" * 40, "web"),
             ),
+            TransitionCase(
+                "types-before-size",
+                "content that is not text and a scope over the limit: PROJECTION_INVALID (types first)",
+                projecting,
+                _bad_projection(7, "s" * 40),
+            ),
+            *(
+                TransitionCase(
+                    f"{label}-before-record-size",
+                    f"{what} and a record over its 30-byte limit: PROJECTION_INVALID, not RESULT_TOO_LARGE",
+                    projecting,
+                    event,
+                    evolve(LIMITS, record_bytes=30),
+                )
+                for label, what, event in (
+                    ("status", "an invalid evidence status", projection_event("MAYBE", "found", "web")),
+                    ("types", "content that is not text", _bad_projection(None, "web")),
+                    (
+                        "blank-scope",
+                        "NO_EVIDENCE with a blank scope",
+                        projection_event("NO_EVIDENCE", "found", " "),
+                    ),
+                    (
+                        "utf8",
+                        "content with no UTF-8 form",
+                        projection_event("EVIDENCE_FOUND", "\ud800", "web"),
+                    ),
+                )
+            ),
         ),
     ),
     LimitSection(
@@ -347,6 +477,19 @@ LIMIT_SECTIONS: Final[tuple[LimitSection, ...]] = (
                 "a raw response with no UTF-8 form and over the limit: SERIALIZATION_FAILED (UTF-8 first)",
                 awaiting_raw,
                 _raw("\ud800" * 40),
+            ),
+            TransitionCase(
+                "raw-utf8-before-record-size",
+                "a raw response with no UTF-8 form and a record over its limit: SERIALIZATION_FAILED",
+                awaiting_raw,
+                _raw("\ud800" * 5),
+                evolve(LIMITS, record_bytes=30),
+            ),
+            TransitionCase(
+                "raw-not-text",
+                "a raw response that is not text (a number): SERIALIZATION_FAILED, nothing stored",
+                awaiting_raw,
+                _raw(7),
             ),
         ),
     ),
@@ -515,6 +658,15 @@ class CompleteCase(NamedTuple):
     after: Callable[[], CanonicalRecord]
     now: Callable[[], int] = lambda: NOW + 20
     run: Callable[[], RunState | None] = lambda: run_state(tool_calls_used=1, bytes_used=9)
+    before: Callable[[], CanonicalRecord] = awaiting_raw
+
+
+_RUN_LAPSES: Final = NOW + 600_000 + TTL  # the fixture run state's expiry
+
+
+def _outliving(record: CanonicalRecord) -> CanonicalRecord:
+    """``record`` with an expiry 10 ms past the fixture run's, so it outlives the run state."""
+    return evolve(record, expires_at_ms=_RUN_LAPSES + 10)
 
 
 _CAS: Final = ["CIS-STORE-3", "CIS-RETRY-2"]
@@ -607,11 +759,84 @@ COMPLETE_CASES: Final[tuple[CompleteCase, ...]] = (
         lambda: evolve(awaiting_raw(), expires_at_ms=_EXPIRY + 1),
         _ready,
     ),
+    CompleteCase(
+        "run-lapsed",
+        [*_CHARGE, "CIS-STORE-10"],
+        "now = the run state's expiry (deadline + ttl), the record still live: WRITE; the lapsed run is "
+        "absent, so nothing is charged and the run is returned as given (a reading charging any stored "
+        "run state differs)",
+        lambda: _outliving(awaiting_raw()),
+        lambda: _outliving(_ready()),
+        lambda: _RUN_LAPSES,
+        before=lambda: _outliving(awaiting_raw()),
+    ),
+    CompleteCase(
+        "cancelled-run-charged",
+        _CHARGE,
+        "a live CANCELLED run is charged all the same: the charge asks only that the run state be live "
+        "and of the record's run (a reading charging ACTIVE runs only differs)",
+        awaiting_raw,
+        _ready,
+        run=lambda: run_state(RunStatus.CANCELLED, tool_calls_used=1, bytes_used=9),
+    ),
+    CompleteCase(
+        "closed-run-charged",
+        _CHARGE,
+        "a live CLOSED run is charged too",
+        awaiting_raw,
+        _ready,
+        run=lambda: run_state(RunStatus.CLOSED, tool_calls_used=1, bytes_used=9),
+    ),
+    CompleteCase(
+        "other-run-state",
+        _CHARGE,
+        "the run state given is another run's: WRITE, nothing charged, the run returned as given",
+        awaiting_raw,
+        _ready,
+        run=lambda: run_state(run_id="run-2", tool_calls_used=1, bytes_used=9),
+    ),
+    *(
+        CompleteCase(
+            f"replay-other-{label}",
+            _CAS,
+            f"the stored terminal record has `after`'s status, code and updated_at_ms but another {what}: "
+            "REPLAY (only those fields are compared; a reading comparing the whole record says "
+            "INVALID_TRANSITION)",
+            stored,
+            _ready,
+        )
+        for label, what, stored in (
+            ("content", "agent result", lambda: evolve(_ready(), agent_result="other")),
+            ("raw", "raw response", lambda: evolve(_ready(), raw_response="RAW2")),
+            (
+                "evidence",
+                "evidence status",
+                lambda: evolve(_ready(), evidence_status=EvidenceStatus.NO_EVIDENCE),
+            ),
+            ("scope", "scope", lambda: evolve(_ready(), scope="kb")),
+        )
+    ),
+    CompleteCase(
+        "now-two-to-53",
+        ["CIS-KERN-2"],
+        "now = 2^53: a caller error",
+        awaiting_raw,
+        _ready,
+        lambda: MAX_SAFE_INT + 1,
+    ),
+    CompleteCase(
+        "caller-error-before-absent",
+        ["CIS-KERN-2", "CIS-LIFE-6"],
+        "nothing stored and an `after` that changes the request: the caller error is decided first "
+        "(invalid input, not INVALID_TRANSITION)",
+        lambda: None,
+        lambda: evolve(_ready(), request_json='{"q":"y"}'),
+    ),
 )
 
 
-def complete_vector(case: CompleteCase, before: CanonicalRecord | None = None) -> dict[str, Any]:
-    """The ``complete`` vector of ``case`` (``before`` defaults to the new fixture record)."""
+def complete_vector(case: CompleteCase) -> dict[str, Any]:
+    """The ``complete`` vector of ``case``."""
     run = case.run()
     return vector(
         "complete",
@@ -619,19 +844,21 @@ def complete_vector(case: CompleteCase, before: CanonicalRecord | None = None) -
         case.requirements,
         case.description,
         stored=record_json(case.stored()),
-        before=record_json(awaiting_raw() if before is None else before),
+        before=record_json(case.before()),
         after=record_json(case.after()),
         now_ms=case.now(),
-        run=run_json(run if run is not None else run_state(tool_calls_used=1, bytes_used=9)),
+        run=run_json(run),
     )
 
 
 def _completion_document() -> dict[str, Any]:
     return document(
         "The completion compare-and-set and its byte charge: given what the store holds (`stored`), "
-        "the worker's PROJECTING record (`before`) and its completed record (`after`) at `now_ms`, "
-        "expect `decision` WRITE or REPLAY with the run after the charge (record_bytes(after) - "
-        "record_bytes(before) when positive, on WRITE only), or a `code`.",
+        "the worker's PROJECTING record (`before`), its completed record (`after`) and the run state "
+        "read (`run`, or null) at `now_ms`, expect `decision` WRITE or REPLAY and `run`: on a WRITE "
+        "with a live run state of the record's run, `run` charged record_bytes(after) - "
+        "record_bytes(before) when positive, whatever its status; otherwise `run` exactly as given "
+        "(null when none was given). Or a `code`.",
         ["CIS-STORE-3", "CIS-RETRY-2", "CIS-RUN-6", "CIS-SPEC-3"],
         {"vectors": [complete_vector(case) for case in COMPLETE_CASES]},
     )
@@ -652,6 +879,7 @@ class CiteCase(NamedTuple):
     tool_call_id: Any
     record: Callable[[], CanonicalRecord | None]
     now: int = _CITE_NOW
+    run_id: Any = RUN
 
 
 def _found() -> CanonicalRecord:
@@ -725,7 +953,93 @@ CITE_CASES: Final[tuple[CiteCase, ...]] = (
         CALL,
         lambda: evolve(_found(), evidence_status=EvidenceStatus.ERROR),
     ),
+    CiteCase(
+        "unsafe-run-id",
+        "asked by an unsafe run id (run 1) for a record of run-1: the run id is only compared, OTHER_RUN, "
+        "and the safe tool_call_id is echoed (a reading giving UNSAFE_ID, or hiding the id, differs)",
+        ["CIS-REF-3", "CIS-ERR-1"],
+        CALL,
+        _found,
+        run_id="run 1",
+    ),
+    CiteCase(
+        "unsafe-run-id-missing",
+        "asked by an unsafe run id, no record: MISSING, the safe tool_call_id echoed",
+        ["CIS-REF-3"],
+        CALL,
+        lambda: None,
+        run_id="run 1",
+    ),
+    CiteCase(
+        "not-text-run-id",
+        "asked by a run id that is not a text (null): OTHER_RUN, the tool_call_id echoed",
+        ["CIS-REF-3"],
+        CALL,
+        _found,
+        run_id=None,
+    ),
+    CiteCase("now-two-to-53", "now = 2^53: a caller error", ["CIS-KERN-2"], CALL, _found, MAX_SAFE_INT + 1),
 )
+
+#: The citation reasons in their order of precedence (CIS-REF-3).
+CITE_ORDER: Final = (
+    ExclusionReason.UNSAFE_ID,
+    ExclusionReason.MISSING,
+    ExclusionReason.OTHER_RUN,
+    ExclusionReason.EXPIRED,
+    ExclusionReason.PROJECTING,
+    ExclusionReason.ERROR,
+)
+#: Reasons one citation can never have together: no record has no run, expiry or status;
+#: a record is PROJECTING or ERROR, not both.
+_CITE_EXCLUSIVE: Final = frozenset(
+    {
+        *(
+            frozenset({ExclusionReason.MISSING, other})
+            for other in (
+                ExclusionReason.OTHER_RUN,
+                ExclusionReason.EXPIRED,
+                ExclusionReason.PROJECTING,
+                ExclusionReason.ERROR,
+            )
+        ),
+        frozenset({ExclusionReason.PROJECTING, ExclusionReason.ERROR}),
+    }
+)
+
+
+def _cite_faults(faults: frozenset[ExclusionReason]) -> CiteCase:
+    """A citation failing exactly ``faults``; the earliest of CITE_ORDER must win."""
+    tool_call_id = "call 1" if ExclusionReason.UNSAFE_ID in faults else CALL
+    first, second = (reason for reason in CITE_ORDER if reason in faults)
+
+    def record() -> CanonicalRecord | None:
+        if ExclusionReason.MISSING in faults:
+            return None
+        base = awaiting_raw() if ExclusionReason.PROJECTING in faults else _found()
+        if ExclusionReason.ERROR in faults:
+            base = error_record()
+        changes: dict[str, Any] = {"tool_call_id": tool_call_id}
+        if ExclusionReason.OTHER_RUN in faults:
+            changes["run_id"] = "run-2"
+        return evolve(base, **changes)
+
+    return CiteCase(
+        f"order/{first.value}+{second.value}",
+        f"fails {first.value} and {second.value}: {first.value} is decided first",
+        ["CIS-REF-3"],
+        tool_call_id,
+        record,
+        _EXPIRY if ExclusionReason.EXPIRED in faults else _CITE_NOW,
+    )
+
+
+def _cite_order_cases() -> list[CiteCase]:
+    return [
+        _cite_faults(frozenset(pair))
+        for pair in itertools.combinations(CITE_ORDER, 2)
+        if frozenset(pair) not in _CITE_EXCLUSIVE
+    ]
 
 
 class ProgressCase(NamedTuple):
@@ -737,6 +1051,7 @@ class ProgressCase(NamedTuple):
     identities: list[Any]
     records: Callable[[], dict[str, CanonicalRecord | None]]
     limits: Limits = LIMITS
+    now: int = _CITE_NOW
 
 
 def _fact(n: int, content: str | None = None, scope: str = "web") -> CanonicalRecord:
@@ -834,6 +1149,44 @@ PROGRESS_CASES: Final[tuple[ProgressCase, ...]] = (
         lambda: {"call_1": _fact(1, "\u00e9" * 16, ""), "call_2": _fact(2, "\u00e9" * 16, "x")},
     ),
     ProgressCase(
+        "non-ready-twice",
+        "an ERROR id listed twice is judged once, at its first position: ERROR counted 1 (a reading "
+        "that removes duplicates among facts only counts 2)",
+        ["CIS-PROG-2", "CIS-PROG-3"],
+        ["call_x", "call_1", "call_x"],
+        lambda: {"call_x": _as("call_x", error_record()), "call_1": _fact(1)},
+    ),
+    ProgressCase(
+        "missing-twice",
+        "a missing id listed twice: MISSING counted once",
+        ["CIS-PROG-2", "CIS-PROG-3"],
+        ["call_m", "call_m"],
+        lambda: {"call_m": None},
+    ),
+    ProgressCase(
+        "unsafe-twice",
+        "an unsafe id (a text) listed twice: UNSAFE_ID counted once",
+        ["CIS-PROG-2", "CIS-PROG-3"],
+        ["call 9", "call 9"],
+        dict,
+    ),
+    ProgressCase(
+        "not-text-identities",
+        "identities that are not texts (a number, null, a list, the number again) are each UNSAFE_ID, "
+        "counted every time; the text id after them still gives its fact",
+        ["CIS-PROG-3"],
+        [7, None, ["call_1"], 7, "call_1"],
+        lambda: {"call_1": _fact(1)},
+    ),
+    ProgressCase(
+        "now-two-to-53",
+        "now = 2^53: a caller error",
+        ["CIS-KERN-2"],
+        ["call_1"],
+        lambda: {"call_1": _fact(1)},
+        now=MAX_SAFE_INT + 1,
+    ),
+    ProgressCase(
         "excluded-after-full",
         "identities after the cap are still judged: an ERROR is excluded, not omitted",
         ["CIS-PROG-3", "CIS-PROG-4"],
@@ -854,13 +1207,17 @@ def _references_document() -> dict[str, Any]:
             f"cite/{case.label}",
             case.requirements,
             case.description,
-            run_id=RUN,
+            run_id=case.run_id,
             tool_call_id=case.tool_call_id,
             record=record_json(case.record()),
             now_ms=case.now,
         )
-        for case in CITE_CASES
+        for case in (*CITE_CASES, *_cite_order_cases())
     ]
+    for made in vectors[len(CITE_CASES) :]:
+        reason = made["expect"].get("citation", {}).get("reason")
+        if made["id"].split("/")[2].split("+")[0] != reason:
+            raise AssertionError(f"{made['id']}: the citation's reason is {reason}")
     vectors += [
         vector(
             "progress",
@@ -870,7 +1227,7 @@ def _references_document() -> dict[str, Any]:
             run_id=RUN,
             identities=case.identities,
             records={key: record_json(value) for key, value in case.records().items()},
-            now_ms=_CITE_NOW,
+            now_ms=case.now,
             limits=limits_view(case.limits),
         )
         for case in PROGRESS_CASES
@@ -1025,6 +1382,31 @@ RUN_CASES: Final[tuple[RunCase, ...]] = (
         NOW,
         {"run_id": "r" * 128},
     ),
+    RunCase(
+        "open/unsafe-id-before-conflict",
+        ["CIS-ID-1", "CIS-RUN-1", "CIS-RETRY-3"],
+        "an unsafe run id over a live run state: RUN_MISMATCH, decided before the stored state",
+        "open",
+        run_state,
+        NOW,
+        {"run_id": "run 1"},
+    ),
+    RunCase(
+        "cancel/now-two-to-53",
+        ["CIS-KERN-2", "CIS-RUN-2"],
+        "a cancel at now = 2^53 with no run state: the caller error first (not RUN_INACTIVE)",
+        "cancel",
+        lambda: None,
+        MAX_SAFE_INT + 1,
+    ),
+    RunCase(
+        "close/now-max",
+        ["CIS-KERN-2", "CIS-RUN-2"],
+        "a close at now = 2^53 - 1: a time in range, past the run's expiry: RUN_INACTIVE",
+        "close",
+        run_state,
+        MAX_SAFE_INT,
+    ),
     *(
         case
         for operation in ("cancel", "close")
@@ -1146,6 +1528,67 @@ WELL_FORMED_CASES: Final[tuple[tuple[str, str, Callable[[], CanonicalRecord]], .
         "expires_at_ms = created_at_ms + 1",
         lambda: evolve(_ready_fixture(), expires_at_ms=NOW + 1),
     ),
+    (
+        "ready-without-raw",
+        "a READY record read without its raw response: well formed",
+        lambda: evolve(_ready_fixture(), raw_response=None),
+    ),
+    (
+        "empty-token",
+        "an empty invocation token is not judged",
+        lambda: evolve(_ready_fixture(), invocation_token=""),
+    ),
+    (
+        "tool-name-lone-surrogate",
+        "the tool name is not judged (even one with no UTF-8 form)",
+        lambda: evolve(_ready_fixture(), tool_name="search\ud800"),
+    ),
+    (
+        "updated-before-created",
+        "updated_at_ms < created_at_ms is not judged (a reading demanding order refuses it)",
+        lambda: evolve(_ready_fixture(), updated_at_ms=NOW - 1),
+    ),
+    ("sequence-max", "sequence 2^53 - 1: in range", lambda: evolve(_ready_fixture(), sequence=MAX_SAFE_INT)),
+    (
+        "sequence-two-to-53",
+        "sequence 2^53: outside [1, 2^53 - 1], not well formed",
+        lambda: evolve(_ready_fixture(), sequence=MAX_SAFE_INT + 1),
+    ),
+    (
+        "created-zero",
+        "created_at_ms 0 (the epoch): in range",
+        lambda: evolve(_ready_fixture(), created_at_ms=0, updated_at_ms=0),
+    ),
+    (
+        "expiry-one",
+        "created at 0, expires at 1: the earliest expiry, well formed",
+        lambda: evolve(_ready_fixture(), created_at_ms=0, updated_at_ms=0, expires_at_ms=1),
+    ),
+    (
+        "expiry-zero",
+        "created at 0, expires at 0: the expiry does not follow the creation",
+        lambda: evolve(_ready_fixture(), created_at_ms=0, updated_at_ms=0, expires_at_ms=0),
+    ),
+    (
+        "created-negative",
+        "created_at_ms -1: outside [0, 2^53 - 1]",
+        lambda: evolve(_ready_fixture(), created_at_ms=-1),
+    ),
+    (
+        "updated-two-to-53",
+        "updated_at_ms 2^53: outside [0, 2^53 - 1]",
+        lambda: evolve(_ready_fixture(), updated_at_ms=MAX_SAFE_INT + 1),
+    ),
+    (
+        "expiry-max",
+        "expires_at_ms 2^53 - 1: in range",
+        lambda: evolve(_ready_fixture(), expires_at_ms=MAX_SAFE_INT),
+    ),
+    (
+        "expiry-two-to-53",
+        "expires_at_ms 2^53: outside [0, 2^53 - 1]",
+        lambda: evolve(_ready_fixture(), expires_at_ms=MAX_SAFE_INT + 1),
+    ),
 )
 
 
@@ -1161,8 +1604,12 @@ def _well_formed_document() -> dict[str, Any]:
         for label, description, record in WELL_FORMED_CASES
     ]
     return document(
-        "Which stored records are states the lifecycle can produce (`well_formed`): a store that "
-        "reads one that is not answers STORE_UNAVAILABLE instead of serving it.",
+        "Which stored records are well formed (`well_formed`, CIS-LIFE-5 exactly): the status, "
+        "evidence status, error code, agent result and scope agree (CIS-EVID-1); the ids are safe; "
+        "the sequence is in [1, 2^53 - 1] and the three times in [0, 2^53 - 1] with expires_at_ms > "
+        "created_at_ms. Nothing else is judged: not the raw response, the token, the tool name, the "
+        "request, nor whether updated_at_ms follows created_at_ms. A store that reads a record that "
+        "is not well formed answers STORE_UNAVAILABLE instead of serving it.",
         ["CIS-STORE-6", "CIS-LIFE-5", "CIS-EVID-1", "CIS-SPEC-3"],
         {"vectors": vectors},
     )
@@ -1223,9 +1670,33 @@ INVALID_OPEN_CASES: Final[tuple[tuple[str, str, int, dict[str, Any]], ...]] = (
     ("expiry-over", "deadline + ttl = 2**53", NOW, {"deadline_ms": _TOP - TTL + 1}),
     ("boolean-budget", "true is not a number", NOW, {"tool_call_budget": True}),
     ("string-ttl", "a string is not a number", NOW, {"ttl_ms": "60000"}),
+    (
+        "now-max",
+        "now = 2^53 - 1: valid (the deadline has passed: an ACTIVE run every call refuses)",
+        _TOP,
+        {},
+    ),
+    ("now-two-to-53", "now = 2^53: a caller error", _TOP + 1, {}),
+    ("now-two-to-53-plus-1", "now = 2^53 + 1 (a binary64 reader sees 2^53): a caller error", _TOP + 2, {}),
+    (
+        "caller-error-before-unsafe-id",
+        "an unsafe run id and a TTL of 0: the caller error is decided first (not RUN_MISMATCH)",
+        NOW,
+        {"run_id": "run 1", "ttl_ms": 0},
+    ),
 )
 
 _BEGIN: Final = event_json(begin_event())
+
+
+def _begin(**changes: Any) -> dict[str, Any]:
+    """The fixture Begin's JSON with ``changes`` (any JSON values)."""
+    return {**_BEGIN, **changes}
+
+
+def _failed_json(code: str) -> dict[str, Any]:
+    return {"type": "Failed", "code": code, "now_ms": NOW + 1}
+
 
 #: Events at the edges of their fields' domain: (label, description, before, event JSON).
 INVALID_EVENT_CASES: Final[
@@ -1240,6 +1711,114 @@ INVALID_EVENT_CASES: Final[
         awaiting_raw,
         {"type": "Failed", "code": "RUN_INACTIVE", "now_ms": NOW + 1},
     ),
+    (
+        "failed-not-a-failure-on-terminal",
+        "Failed with a code outside the failure set on a READY record: the caller error is decided "
+        "before the table (a reading consulting the phase first says INVALID_TRANSITION)",
+        _ready_fixture,
+        {"type": "Failed", "code": "RUN_INACTIVE", "now_ms": NOW + 10},
+    ),
+    (
+        "failed-unknown-code",
+        "Failed with a text that names no error code",
+        awaiting_raw,
+        _failed_json("NOT_A_CODE"),
+    ),
+    (
+        "begin-ttl-0-on-live-record",
+        "a Begin with a TTL of 0 on a live record: a caller error whatever the phase, not INVALID_TRANSITION",
+        awaiting_raw,
+        {**_BEGIN, "ttl_ms": 0, "now_ms": NOW + 10},
+    ),
+    ("begin-sequence-1", "a Begin at sequence 1: valid", lambda: None, {**_BEGIN, "sequence": 1}),
+    (
+        "begin-sequence-0",
+        "a Begin at sequence 0: positions start at 1, a caller error",
+        lambda: None,
+        _begin(sequence=0),
+    ),
+    ("begin-sequence-max", "a Begin at sequence 2^53 - 1: valid", lambda: None, _begin(sequence=_TOP)),
+    (
+        "begin-sequence-two-to-53",
+        "a Begin at sequence 2^53: a caller error",
+        lambda: None,
+        _begin(sequence=_TOP + 1),
+    ),
+    (
+        "begin-token-null",
+        "a Begin whose invocation token is null: a caller error",
+        lambda: None,
+        _begin(invocation_token=None),
+    ),
+    (
+        "begin-token-number",
+        "a Begin whose invocation token is a number",
+        lambda: None,
+        _begin(invocation_token=7),
+    ),
+    (
+        "begin-tool-name-null",
+        "a Begin whose tool name is null: a caller error",
+        lambda: None,
+        _begin(tool_name=None),
+    ),
+    ("begin-tool-name-number", "a Begin whose tool name is a number", lambda: None, _begin(tool_name=7)),
+    (
+        "begin-request-null",
+        "a Begin whose request is null: a caller error",
+        lambda: None,
+        _begin(request_json=None),
+    ),
+    ("begin-now-negative", "a Begin at now = -1", lambda: None, _begin(now_ms=-1)),
+    (
+        "begin-expiry-max",
+        "a Begin at now = 2^53 - 1 - ttl: the expiry is 2^53 - 1, valid",
+        lambda: None,
+        _begin(now_ms=_TOP - TTL),
+    ),
+    (
+        "begin-expiry-over",
+        "a Begin at now = 2^53 - ttl: the expiry would be 2^53, a caller error",
+        lambda: None,
+        _begin(now_ms=_TOP - TTL + 1),
+    ),
+    (
+        "raw-now-max",
+        "a raw response at now = 2^53 - 1: a time in range (the record expired: INVALID_TRANSITION)",
+        awaiting_raw,
+        {"type": "RawReceived", "raw_response": "RAW", "now_ms": _TOP},
+    ),
+    (
+        "raw-now-two-to-53",
+        "a raw response at now = 2^53: a caller error",
+        awaiting_raw,
+        {"type": "RawReceived", "raw_response": "RAW", "now_ms": _TOP + 1},
+    ),
+    (
+        "raw-now-two-to-53-plus-1",
+        "now = 2^53 + 1 (a binary64 reader sees 2^53): a caller error either way",
+        awaiting_raw,
+        {"type": "RawReceived", "raw_response": "RAW", "now_ms": _TOP + 2},
+    ),
+    (
+        "swept-negative-age",
+        "a sweep for records older than -1 ms: a caller error",
+        awaiting_raw,
+        {"type": "SweptStale", "now_ms": NOW + 10, "older_than_ms": -1},
+    ),
+    (
+        "swept-age-max",
+        "a sweep for records older than 2^53 - 1 ms: valid (NOT_STALE)",
+        awaiting_raw,
+        {"type": "SweptStale", "now_ms": NOW + 10, "older_than_ms": _TOP},
+    ),
+    ("unknown-type", "an event of no known type", awaiting_raw, {"type": "Teleported", "now_ms": NOW + 10}),
+    (
+        "extra-member",
+        "an event with a member its type does not have",
+        awaiting_raw,
+        {"type": "RawReceived", "raw_response": "RAW", "now_ms": NOW + 10, "size": 3},
+    ),
 )
 
 #: A limit at the edge of its domain: (label, description, max_json_depth).
@@ -1247,6 +1826,8 @@ INVALID_LIMIT_CASES: Final[tuple[tuple[str, str, Any], ...]] = (
     ("limit-1", "a limit of 1 (the smallest positive integer): valid", 1),
     ("limit-0", "a limit of 0: every limit is a positive integer", 0),
     ("limit-true", "true is not a limit", True),
+    ("limit-max", "a limit of 2^53 - 1: valid", _TOP),
+    ("limit-two-to-53", "a limit of 2^53: outside [1, 2^53 - 1]", _TOP + 1),
 )
 
 
