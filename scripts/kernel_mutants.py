@@ -17,8 +17,15 @@ change (never a line number, which moves with every edit).
 
 :data:`RIVALS` adds the rival readings of the specification that an independent
 implementer could pick (sizes in characters, a sweep age from the last update, a
-content-only result limit, a same-token admission as a duplicate, ...), written as
-patches of the kernel's text; each must be killed too.
+content-only result limit, a same-token admission as a duplicate; round 3: truthy or
+`== true` authorization, a name compared case-insensitively, a missing policy that
+skips checks 5-6, Begin applying the request limit, caller errors after the phase,
+replays on a lapsed run or only while PROJECTING, charges of ACTIVE runs only, whole
+record replays, unsafe run ids cited UNSAFE_ID, duplicates removed among facts only,
+JavaScript's UTF-16 reading of escapes, unsafe integers refused, ...), written as
+patches of the kernel's text, or of the adapter's reading of a vector's JSON where
+the rule is about that JSON form (what a projection is, which texts name a code);
+each must be killed too.
 
 The vectors *kill* a mutant when ``scripts/run_vectors.py`` (which loads only the
 JSON files) reports at least one failing vector against the mutated kernel behind
