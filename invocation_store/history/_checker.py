@@ -6,6 +6,8 @@ The history is split per run first (``_spec`` explains why that is sound: every
 operation names one run). Each run is then decided in two steps, both by the bounded
 search of :mod:`._search` (Wing & Gong with Lowe's memoisation, pruned):
 
+0. *A short search of the whole run* (at most :data:`_QUICK_STATES` configurations):
+   most runs are linearizable and decided there.
 1. *Per key* (P-compositionality, Horn & Kroening 2015, as Porcupine partitions): for
    each tool_call_id, the run's completions and reads of that key, with each create
    of it that was admitted replaced by what it left under the key
@@ -16,7 +18,7 @@ search of :mod:`._search` (Wing & Gong with Lowe's memoisation, pruned):
    create of unknown outcome or answered as a replay is skipped (what it wrote is not
    known). These searches are tiny, and they decide at once the common hard case: a
    forged result among many commuting completions.
-2. *The whole run*, when no key refuted it.
+2. *The whole run* within the budget, when no key refuted it.
 
 When a run is not linearizable the evidence is shrunk to a *window*, within what is
 left of the same budget: the shortest prefix of the (key's or run's) history that is
@@ -77,6 +79,8 @@ _EXPLAIN_STATES: Final = 5_000
 #: is reported as it stands (``minimal`` False).
 _EXPLAIN_SHARE: Final = 0.1
 _EXPLAIN_MIN_SECONDS: Final = 0.5
+#: The configurations of the first, short search of a run (most runs need a few).
+_QUICK_STATES: Final = 2_000
 
 
 def is_linearizable(ops: Sequence[HistoryOp], budget: Budget = DEFAULT_BUDGET) -> bool:
@@ -517,14 +521,35 @@ def _try_order(
 # Checking
 
 
-def _check_run(run_id: str, ops: Sequence[HistoryOp], meter: Meter) -> Violation | Undecided | None:
-    """The verdict on one run: a violation, undecided, or None (linearizable)."""
+def _refuting_key(run_id: str, ops: Sequence[HistoryOp], meter: Meter) -> Violation | None:
+    """The first key whose own operations are not linearizable, explained; None if no key refutes."""
     for key, group in key_histories(ops).items():
         try:
             if not search(group, meter):
                 return _explain(run_id, group, meter, key)
         except BudgetExhausted:
             continue  # this key alone is too hard: the whole run's search still decides
+    return None
+
+
+def _check_run(run_id: str, ops: Sequence[HistoryOp], meter: Meter) -> Violation | Undecided | None:
+    """The verdict on one run: a violation, undecided, or None (linearizable).
+
+    A short search of the whole run first (most runs are decided in a few states);
+    then, if it did not find the run linearizable, the keys one by one (a refuting key
+    gives a small window); then the whole run within the budget.
+    """
+    try:
+        quick: bool | None = search(ops, meter.child(_QUICK_STATES))
+    except BudgetExhausted:
+        quick = None
+    if quick:
+        return None
+    refuted = _refuting_key(run_id, ops, meter)
+    if refuted is not None:
+        return refuted
+    if quick is False:
+        return _explain(run_id, ops, meter, None)
     try:
         if search(ops, meter):
             return None

@@ -27,9 +27,10 @@ Five refinements keep the hard cases cheap, each sound:
   must extend the run's current list (nothing removes from it but a fresh run,
   which an open still to be placed could start): a placement that breaks this is
   cut.
-- *Impossible results end the search before it starts.* A create's answer
-  determines the state before it (:func:`._spec.impossible`); if the kernel answers
-  otherwise there, no order explains it.
+- *Impossible results end the search.* A create's answer determines the state
+  before it (:func:`._spec.impossible`); the first time a create is refused its
+  answer, the kernel is asked in that state, and if it answers otherwise there, no
+  order explains it.
 - *Known results first.* Operations of unknown outcome are placed only where they
   change the state, and after the known ones had their turn.
 
@@ -296,11 +297,7 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     state: RunModel = EMPTY
     depth = 0
     position = 0
-    for i, op in enumerate(ops):
-        answer = impossible(op) if checked[i] else None
-        if answer is not None:  # a result no state gives (a create's witness state)
-            rejected(i, answer, 0)
-            return False
+    witnessed: set[int] = set()  # creates whose answer was tried against its witness state
     if dead(state, list(readers), 0):
         return False
     start = candidates(0)
@@ -340,6 +337,12 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
             if result != op.result:
                 if on_reject is not None:
                     on_reject((position, depth), i, result)
+                if op.name == "create" and i not in witnessed:
+                    witnessed.add(i)
+                    answer = impossible(op)
+                    if answer is not None:  # a result no state gives (the create's witness state)
+                        rejected(i, answer, 0)
+                        return False
                 continue
         elif after == state:
             continue  # an unknown outcome placed as a no-op: leaving it out dominates
