@@ -23,6 +23,7 @@ from ..history import (
     MalformedHistoryError,
     check_history_lines,
 )
+from ._common import positive_int
 
 __all__ = ["register", "run"]
 
@@ -82,7 +83,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--max-states",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_BUDGET.max_states,
         metavar="N",
         help="configurations one search may hold, the memory bound (default %(default)s)",
@@ -102,16 +103,6 @@ def register(subparsers: Any) -> None:
         "-q", "--quiet", action="store_true", help="print nothing when the history is linearizable"
     )
     parser.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("must be a positive integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
 
 
 def _positive_float(text: str) -> float:

@@ -121,14 +121,8 @@ def _ready(record: CanonicalRecord, content: str) -> CanonicalRecord:
     return done
 
 
-def overlapping_completes(p: int, *, forged: bool, run_id: str = _RUN) -> list[str]:
-    """A run, ``p`` calls created in turn, then ``p`` completions all in flight at once.
-
-    Each completion writes its own call's READY record; they commute (the run's byte
-    usage is a sum). With ``forged`` the last completion claims a content other than
-    the one it wrote: no order explains it. Returns the history's lines.
-    """
-    lines = _Lines()
+def _created_in_turn(lines: _Lines, p: int, run_id: str) -> tuple[RunState, list[CanonicalRecord]]:
+    """A run opened for ``p`` calls, each created after the last returned: the run after, the records."""
     run = _open(lines, p, run_id)
     records = []
     for n in range(p):
@@ -139,6 +133,18 @@ def overlapping_completes(p: int, *, forged: bool, run_id: str = _RUN) -> list[s
         op_id = lines.invoke(1 + n, "create", _create_args(request))
         lines.ok(op_id, 1 + n, "create", admission)
         records.append(admission.record)
+    return run, records
+
+
+def overlapping_completes(p: int, *, forged: bool, run_id: str = _RUN) -> list[str]:
+    """A run, ``p`` calls created in turn, then ``p`` completions all in flight at once.
+
+    Each completion writes its own call's READY record; they commute (the run's byte
+    usage is a sum). With ``forged`` the last completion claims a content other than
+    the one it wrote: no order explains it. Returns the history's lines.
+    """
+    lines = _Lines()
+    _run, records = _created_in_turn(lines, p, run_id)
     ops = []
     for n, record in enumerate(records):
         after = _ready(record, f"fact {n}")
@@ -180,18 +186,7 @@ def unknown_completes(p: int, *, forged: bool, run_id: str = _RUN) -> list[str]:
     with ``forged`` one byte more than any subset gives.
     """
     lines = _Lines()
-    run = _open(lines, p, run_id)
-    charged = run
-    ops = []
-    for n in range(p):
-        request = _request(n, run_id)
-        admission = admit(run, None, request, _LIMITS, T0)
-        assert isinstance(admission, Admission)
-        run = admission.run
-        op_id = lines.invoke(1 + n, "create", _create_args(request))
-        lines.ok(op_id, 1 + n, "create", admission)
-        ops.append(admission.record)
-    charged = run
+    charged, ops = _created_in_turn(lines, p, run_id)
     for n, record in enumerate(ops):
         after = _ready(record, f"fact {n}")
         op_id = lines.invoke(1 + n, "complete", {"now_ms": T0 + 2, "before": record, "after": after})

@@ -75,8 +75,13 @@ def histories(draw: st.DrawFn) -> list[HistoryOp]:
     state: RunModel = EMPTY
     for i in order:
         ops[i].result, state = apply(state, ops[i])
-    # Real time: a random interleaving of invocations and completions; some never complete.
     unknown = {i for i in range(1, len(ops)) if draw(st.booleans()) and draw(st.booleans())}
+    _interleave(draw, ops, unknown)
+    return ops
+
+
+def _interleave(draw: st.DrawFn, ops: list[HistoryOp], unknown: set[int]) -> None:
+    """Real time: a random interleaving of invocations and completions; ``unknown`` never complete."""
     pending = list(range(len(ops)))
     started: list[int] = []
     line = 0
@@ -94,7 +99,6 @@ def histories(draw: st.DrawFn) -> list[HistoryOp]:
                 ops[i].outcome, ops[i].result = Outcome.UNKNOWN, None
             else:
                 ops[i].complete_line = line
-    return ops
 
 
 def _brute_force(ops: list[HistoryOp]) -> bool:
@@ -207,23 +211,7 @@ def mixed_histories(draw: st.DrawFn) -> list[HistoryOp]:
             ops[forged].result = attrs.evolve(ops[forged].result, invocation_token="forged")
         elif forged and ops[forged].name in ("calls", "completed"):
             ops[forged].result = (*ops[forged].result, "call_a")
-    pending = list(range(len(ops)))
-    started: list[int] = []
-    line = 0
-    while pending or started:
-        choices = [("invoke", i) for i in pending[:1]] + [("complete", i) for i in started]
-        kind, i = draw(st.sampled_from(choices))
-        line += 1
-        if kind == "invoke":
-            pending.remove(i)
-            ops[i].invoke_line = line
-            started.append(i)
-        else:
-            started.remove(i)
-            if i in unknown:
-                ops[i].outcome, ops[i].result = Outcome.UNKNOWN, None
-            else:
-                ops[i].complete_line = line
+    _interleave(draw, ops, unknown)
     return ops
 
 

@@ -54,7 +54,7 @@ def _overspending_admit(original):  # type: ignore[no-untyped-def]
 def test_planted_budget_fault_has_a_shortest_counterexample(monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-4, CIS-RUN-5: an off-by-one budget check in the kernel is found, and breadth-first
     search gives the shortest sequence: open with budget 1, two admissions."""
-    monkeypatch.setattr(kernel, "admit", _overspending_admit(kernel.admit))
+    _plant_overspending(monkeypatch)
     found = model_check(SMALL).counterexample
     assert found is not None
     assert found.invariant == "CIS-RUN-5"
@@ -65,12 +65,7 @@ def test_planted_budget_fault_has_a_shortest_counterexample(monkeypatch: pytest.
 def test_planted_duplicate_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-4, CIS-ID-5: an admit that ignores the live record admits a second invocation of the
     key (invariant 5); the budget must allow two calls, so the shortest run has budget 2."""
-    original = kernel.admit
-
-    def admit(run, existing, request, limits, now_ms):  # type: ignore[no-untyped-def]
-        return original(run, None, request, limits, now_ms)
-
-    monkeypatch.setattr(kernel, "admit", admit)
+    _plant_duplicate(monkeypatch)
     found = model_check(SMALL).counterexample
     assert found is not None
     assert found.invariant == "invariant 5"
@@ -80,14 +75,7 @@ def test_planted_duplicate_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> No
 def test_planted_terminal_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-4, CIS-LIFE-3: a transition that lets a failure overwrite a terminal record breaks
     invariant 1 after four events."""
-    original = kernel.transition
-
-    def transition(record, event, limits):  # type: ignore[no-untyped-def]
-        if record is not None and record.terminal and isinstance(event, kernel.Failed):
-            return evolve(record, updated_at_ms=event.now_ms + 1)
-        return original(record, event, limits)
-
-    monkeypatch.setattr(kernel, "transition", transition)
+    _plant_terminal_failure(monkeypatch)
     found = model_check(SMALL).counterexample
     assert found is not None
     assert found.invariant == "invariant 1"
@@ -97,15 +85,7 @@ def test_planted_terminal_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_planted_ttl_fault_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-4, CIS-TTL-2: a raw transition that slides the expiry breaks invariant 2."""
-    original = kernel.transition
-
-    def transition(record, event, limits):  # type: ignore[no-untyped-def]
-        result = original(record, event, limits)
-        if isinstance(event, kernel.RawReceived) and isinstance(result, kernel.CanonicalRecord):
-            return evolve(result, expires_at_ms=result.expires_at_ms + 1)
-        return result
-
-    monkeypatch.setattr(kernel, "transition", transition)
+    _plant_sliding_expiry(monkeypatch)
     found = model_check(SMALL).counterexample
     assert found is not None
     assert found.invariant == "invariant 2"
@@ -128,14 +108,7 @@ def test_planted_second_execution_is_found(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_a_kernel_that_raises_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
     """CIS-HIST-4, CIS-KERN-2: outcomes are values; a kernel raising on a reachable event is reported."""
-    original = kernel.cancel_run
-
-    def cancel_run(run, now_ms):  # type: ignore[no-untyped-def]
-        if run is not None and run.status is kernel.RunStatus.CANCELLED:
-            raise ValueError("cancelled twice")
-        return original(run, now_ms)
-
-    monkeypatch.setattr(kernel, "cancel_run", cancel_run)
+    _plant_raising_cancel(monkeypatch)
     found = model_check(SMALL).counterexample
     assert found is not None
     assert found.invariant == "CIS-KERN-2"

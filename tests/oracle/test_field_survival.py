@@ -29,20 +29,19 @@ from invocation_store.kernel import (
     AdmissionRequest,
     CanonicalRecord,
     ErrorCode,
-    EvidenceStatus,
-    InvocationStatus,
     Limits,
     Projection,
     RunState,
-    RunStatus,
 )
 from invocation_store.oracle import Oracle, RecordingBoundary
 from invocation_store.oracle._vectors_fixtures import (
     limits_from_json,
+    ready_record,
     record_from_json,
     record_json,
     run_from_json,
     run_json,
+    run_state,
 )
 from invocation_store.oracle._views import limits_view, record_view, run_view
 from invocation_store.testing import FakeClock
@@ -193,35 +192,8 @@ def test_every_limit_survives(path: str) -> None:
 # -- records and run states ------------------------------------------------------------------
 
 
-_RUN = RunState(
-    run_id="run-1",
-    status=RunStatus.ACTIVE,
-    opened_at_ms=1_700_000_000_000,
-    deadline_ms=1_700_000_600_000,
-    ttl_ms=60_000,
-    expires_at_ms=1_700_000_660_000,
-    tool_call_budget=3,
-    byte_budget=1000,
-    tool_calls_used=1,
-    bytes_used=9,
-)
-_RECORD = CanonicalRecord(
-    run_id="run-1",
-    tool_call_id="call_1",
-    tool_name="search",
-    invocation_token="tok-1",
-    sequence=1,
-    status=InvocationStatus.READY,
-    evidence_status=EvidenceStatus.EVIDENCE_FOUND,
-    error_code=None,
-    request_json='{"q":"x"}',
-    raw_response="RAW",
-    agent_result="found",
-    scope="web",
-    created_at_ms=1_700_000_000_000,
-    updated_at_ms=1_700_000_000_010,
-    expires_at_ms=1_700_000_060_000,
-)
+_RUN = run_state(tool_calls_used=1, bytes_used=9)
+_RECORD = ready_record()
 
 
 def _history_record(record: CanonicalRecord) -> CanonicalRecord:
