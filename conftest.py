@@ -39,6 +39,11 @@ from invocation_store.adapters import (
     RedisStore,
 )
 from invocation_store.testing import FakeClock
+from invocation_store.testing.postgres_server import (
+    HOW_TO_GET_POSTGRES,
+    PostgresServer,
+    PostgresUnavailableError,
+)
 from invocation_store.testing.redis_server import HOW_TO_GET_REDIS, RedisServerUnavailableError, redis_server
 
 _REDIS_FIXTURES = frozenset(
@@ -80,9 +85,11 @@ settings.load_profile(PROFILE)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that talks to Redis with ``redis``."""
+    """Mark every test that talks to Redis with ``redis``, and every one on PostgreSQL with ``postgres``."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
+        if names & {"postgres", "postgres_dsn"}:
+            item.add_marker(pytest.mark.postgres)
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec is not None else {}
         if names & _REDIS_FIXTURES or "redis" in (params.get("make_store"), params.get("make_async_store")):
@@ -199,3 +206,31 @@ def async_redis_store_factory(redis_url: str) -> Iterator[Callable[[FakeClock], 
 
     yield factory
     _delete_keys(redis_url, [store.prefix for store in stores])
+
+
+# -- PostgreSQL ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A private PostgreSQL server started from the installed binaries (initdb, postgres) for the
+    session, on a free loopback port, stopped by its pid at the end; skips (fails under CI=true)
+    without the binaries. The machine's own PostgreSQL is never used."""
+    try:
+        server = PostgresServer()
+        server.__enter__()
+    except PostgresUnavailableError as exc:
+        message = f"no PostgreSQL server for the PostgreSQL-backed tests: {exc}; {HOW_TO_GET_POSTGRES}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    try:
+        yield server
+    finally:
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(postgres: PostgresServer) -> str:
+    """The libpq connection string of the session's private PostgreSQL server."""
+    return postgres.dsn

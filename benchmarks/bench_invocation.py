@@ -39,11 +39,17 @@ The work: arguments of 1 KiB, a raw response of 4 KiB, a projection of a few byt
    reply. Before any ratio is printed the script asserts that every replayed create
    answered ``OK`` and every complete ``WRITE``, and that every replayed call's record
    is READY on the server.
-4. **MemoryStore invocation**, inline and on a worker, against a bare function call of
-   the same executor and projector (same parsed arguments); and the projector's copy
-   of the parsed arguments made three ways: ``copy_json`` (what the boundary does), a
-   second parse, ``copy.deepcopy``; and the pure kernel's share of one invocation
-   (``bench_kernel.py``'s whole-invocation function, same sizes).
+4. **MemoryStore invocation** (this process pinned to one CPU), in process CPU time
+   (every thread: the worker's too) beside wall time: the default ``ToolSpec``
+   (``timeout_ms=30_000``, so the executor runs on a persistent worker) and a tool
+   declared ``timeout_ms=None`` (inline), against a bare call (the argument parse, the
+   executor and the projector); the pure kernel's share of one invocation
+   (``bench_kernel.py``'s whole-invocation function, same sizes); what telemetry costs
+   without an OpenTelemetry SDK (the telemetry decorator and the pipeline's stopwatch
+   calls around a no-op pipeline, less the no-op pipeline); the worker
+   hand-off alone (a no-op on a worker less the same call in the thread); and the
+   projector's copy of the parsed arguments made three ways: ``copy_json`` (what the
+   boundary does), a second parse, ``copy.deepcopy``.
 5. **Fixed RTT** (``--rtt-ms``, default 1; ``none`` skips): section 1's floor, PINGs,
    boundary (inline) and seed-behind-the-boundary through the user-space delay relay
    of ``bench_redis.py`` (unpinned: the relay is a third process).
@@ -56,6 +62,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import json
 import os
 import secrets
 import statistics
@@ -85,8 +92,10 @@ from invocation_store import (
     ToolRegistry,
     ToolSpec,
 )
+from invocation_store._runners import WORKERS, call_inline
 from invocation_store.adapters import ForwardingStore
 from invocation_store.boundary import copy_json
+from invocation_store.boundary._telemetry import NO_WATCH, Stopwatch, active_otel, observed_invoke
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
@@ -143,8 +152,10 @@ async def async_projector(_raw: str, _args: Mapping[str, Any]) -> Projection:
 def _tools() -> ToolRegistry:
     return ToolRegistry(
         [
+            # The default ToolSpec (timeout_ms 30 s: the tool runs on the boundary's worker).
+            ToolSpec(name="default", executor=executor, projector=projector),
+            # Non-default: timeout_ms=None, the tool runs inline on the caller's thread.
             ToolSpec(name="inline", executor=executor, projector=projector, timeout_ms=None),
-            ToolSpec(name="worker", executor=executor, projector=projector, timeout_ms=30_000),
         ]
     )
 
@@ -205,8 +216,8 @@ def _time(op: Callable[[], object], ops: int) -> float:
     return (time.perf_counter() - start) / ops
 
 
-#: CPU seconds per op of the last ``interleave`` call with a server reader:
-#: ``{placement: {variant: [(client thread CPU, server main thread CPU) per round]}}``.
+#: CPU seconds per op of the last ``interleave`` call:
+#: ``{placement: {variant: [(client process CPU, server main thread CPU) per round]}}``.
 CPU: dict[str, dict[str, list[tuple[float, float]]]] = {}
 
 
@@ -232,7 +243,8 @@ def interleave(
 ) -> dict[str, dict[str, list[float]]]:
     """Seconds per op: ``{placement: {variant: [per round]}}``, everything interleaved.
 
-    With ``server_cpu``, client and server CPU per op are kept in :data:`CPU`.
+    Client CPU per op (``time.process_time``: every thread of this process) is kept in
+    :data:`CPU`, with the server's when ``server_cpu`` reads it.
     """
     out: dict[str, dict[str, list[float]]] = {name: {v: [] for v in variants} for name, _ in places}
     CPU.clear()
@@ -244,9 +256,9 @@ def interleave(
             order = names[index % len(names) :] + names[: index % len(names)]
             for name in order:
                 server = server_cpu() if server_cpu else 0.0
-                client = time.thread_time()
+                client = time.process_time()  # every thread of this process (a worker tool's too)
                 out[place][name].append(_time(variants[name], ops))
-                client = (time.thread_time() - client) / ops
+                client = (time.process_time() - client) / ops
                 server = ((server_cpu() - server) / ops) if server_cpu else 0.0
                 CPU[place][name].append((client, server))
     return out
@@ -297,17 +309,17 @@ def _open(boundary: Any, run_id: str) -> RunContext:
 def _record_evalshas(store: RedisStore, action: Callable[[], object]) -> list[tuple[Any, ...]]:
     """The EVALSHA commands the store sends while ``action`` runs."""
     sent: list[tuple[Any, ...]] = []
-    original = store._execute
+    original = store._send
 
     def recording(*args: Any, **options: Any) -> Any:
         sent.append(args)
         return original(*args, **options)
 
-    store._execute = recording
+    store._send = recording
     try:
         action()
     finally:
-        store._execute = original
+        store._send = original
     return [command for command in sent if command[0] == "EVALSHA"]
 
 
@@ -383,12 +395,12 @@ def section_invocation(
     variants: dict[str, Callable[[], object]] = {
         "floor": floor,
         "pings": pings,
+        "default": invoke(ours, contexts["o"], "default"),
         "inline": invoke(ours, contexts["o"], "inline"),
-        "worker": invoke(ours, contexts["o"], "worker"),
-        "seed": invoke(seeded, contexts["s"], "inline"),
+        "seed": invoke(seeded, contexts["s"], "default"),
         "store": bare(store, "run-o"),
         "seed_store": bare(seed, "run-s"),
-        "no_hiredis": invoke(no_hiredis, contexts["p"], "inline"),
+        "no_hiredis": invoke(no_hiredis, contexts["p"], "default"),
     }
     for op in variants.values():
         for _ in range(20):
@@ -399,40 +411,46 @@ def section_invocation(
         print(f"  -- {place}")
         for name, values in t.items():
             print(f"     {name:11s} {_spread(values, 1e6, 1)} us/op{cpu_line(place, name)}")
-        target_floor = "<= 2.0x" if place == "same CPU" else "<= 1.3x"
-        figure(
-            f"redis invocation (boundary, inline tool) / floor, {place}",
-            ratios(t["inline"], t["floor"]),
-            target=target_floor,
-        )
-        figure(
-            f"redis invocation (boundary, worker tool) / floor, {place}",
-            ratios(t["worker"], t["floor"]),
-            target=target_floor,
-        )
-        figure(
-            f"redis invocation (boundary, inline tool) / two PINGs, {place}", ratios(t["inline"], t["pings"])
-        )
-        figure(f"floor / two PINGs, {place}", ratios(t["floor"], t["pings"]))
-        figure(
-            f"seed protocol behind the same boundary / ours (throughput), {place}",
-            ratios(t["seed"], t["inline"]),
-        )
-        figure(
-            f"seed store bare / RedisStore bare (throughput), {place}", ratios(t["seed_store"], t["store"])
-        )
-        figure(f"boundary without hiredis / with hiredis, {place}", ratios(t["no_hiredis"], t["inline"]))
+        target_floor = "<= 2.0x" if place == "same CPU" else "<= 1.5x"
         cpu = {name: [c + v for c, v in CPU[place][name]] for name in t}
+        server = {name: [v for _, v in CPU[place][name]] for name in t}
+        # The headline: the default ToolSpec, CPU time (client + server), then wall time.
         figure(
-            f"redis invocation CPU (client + server) / floor CPU, inline tool, {place}",
+            f"redis invocation CPU (client + server) / floor CPU, default ToolSpec, {place}",
+            ratios(cpu["default"], cpu["floor"]),
+            target=target_floor,
+        )
+        figure(
+            f"redis invocation wall / floor wall, default ToolSpec, {place}", ratios(t["default"], t["floor"])
+        )
+        if server_cpu_reader(server_pid) is not None:
+            figure(
+                f"redis-server CPU per invocation / floor's, default ToolSpec, {place}",
+                ratios(server["default"], server["floor"]),
+                target="<= 1.5x",
+            )
+        figure(
+            f"redis invocation CPU (client + server) / floor CPU, timeout_ms=None (inline tool), {place}",
             ratios(cpu["inline"], cpu["floor"]),
         )
         figure(
-            f"redis invocation CPU (client + server) / floor CPU, worker tool, {place}",
-            ratios(cpu["worker"], cpu["floor"]),
+            f"redis invocation wall / floor wall, timeout_ms=None (inline tool), {place}",
+            ratios(t["inline"], t["floor"]),
         )
-        figure(f"redis invocation (boundary, inline tool), {place}", t["inline"], unit="us", scale=1e6)
-        figure(f"floor, {place}", t["floor"], unit="us", scale=1e6)
+        figure(f"floor / two PINGs (wall), {place}", ratios(t["floor"], t["pings"]))
+        figure(
+            f"seed protocol behind the same boundary / ours (wall, default ToolSpec), {place}",
+            ratios(t["seed"], t["default"]),
+        )
+        figure(f"seed store bare / RedisStore bare (wall), {place}", ratios(t["seed_store"], t["store"]))
+        figure(
+            f"boundary without hiredis / with hiredis (wall, default ToolSpec), {place}",
+            ratios(t["no_hiredis"], t["default"]),
+        )
+        figure(f"redis invocation, default ToolSpec (wall), {place}", t["default"], unit="us", scale=1e6)
+        figure(f"redis invocation, default ToolSpec (CPU), {place}", cpu["default"], unit="us", scale=1e6)
+        figure(f"floor (wall), {place}", t["floor"], unit="us", scale=1e6)
+        figure(f"floor (CPU), {place}", cpu["floor"], unit="us", scale=1e6)
     for c in (client, plain_client):
         keys = list(c.scan_iter(match=f"{prefix}:*", count=1000))
         for start in range(0, len(keys), 500):
@@ -549,10 +567,10 @@ async def _async_section(
     prefix = f"cis-bench-a{secrets.token_hex(3)}"
     client = redis.asyncio.Redis.from_url(url)
     plain = redis.asyncio.Redis.from_url(url)
-    # max_lag_ms=0: no late-start check (CIS-DUR-11). Its expected start time is part of
-    # each recorded create, so a replay would answer LATE; off on both sides, the boundary
-    # and the replay send the same commands and the server does the same work.
-    store = AsyncRedisStore(client, prefix=prefix, max_lag_ms=0)
+    # Default settings: the scripts read the server's clock, so a recorded create carries
+    # no time and replays exactly (CIS-STORE-10).
+    store = AsyncRedisStore(client, prefix=prefix)
+    # The default ToolSpec (an async tool runs on the caller's loop within its timeout).
     registry = ToolRegistry([ToolSpec(name="inline", executor=async_executor, projector=async_projector)])
     boundary = AsyncToolBoundary(store, registry)
     contexts = {}
@@ -568,20 +586,22 @@ async def _async_section(
         contexts[run_id] = opened
     assert (await boundary.invoke(contexts["run-rec"], _envelope("run-rec", "w_00000000", "inline"))).ok
     sent: list[tuple[Any, ...]] = []
-    original = store._execute
+    original = store._send
 
     async def recording(*args: Any, **options: Any) -> Any:
         sent.append(args)
         return await original(*args, **options)
 
-    store._execute = recording
+    store._send = recording
     assert (await boundary.invoke(contexts["run-rec"], _envelope("run-rec", "r_00000000", "inline"))).ok
-    store._execute = original
+    store._send = original
     create, complete = (c for c in sent if c[0] == "EVALSHA")
-    # The complete's header (the argument after the 4 keys) ends with the call's sequence.
+    # The complete's header (the argument after the 4 keys) ends with the created record's
+    # created_at_ms, expires_at_ms and sequence: the server stamps them, so each replay
+    # takes them from its own create's reply.
     header_index = 2 + 1 + 4
     assert complete[2] == b"4", complete[2]
-    head, _, _sequence = complete[header_index].rpartition(b" ")
+    head = b" ".join(complete[header_index].split(b" ")[:-3])
     replay_create = [_rewrite(a, "run-rec", "run-pln") for a in create]
     replay_complete = [_rewrite(a, "run-rec", "run-pln") for a in complete]
     execute = plain.execute_command
@@ -596,11 +616,13 @@ async def _async_section(
         if not text.startswith(b"OK "):
             failures.append(reply)
             return
-        # "OK <status> <tool_calls_used> ...": the run as the script found it, before
-        # this admission, so this call's sequence is one more.
-        sequence = b"%d" % (int(text.split(b" ", 3)[2]) + 1)
+        # "OK <now> <status> <tool_calls_used> <bytes_used> <run_id> <opened> <deadline>
+        # <ttl> ...": the script's time and the run as it found it, before this admission,
+        # so the record was created at now, expires at now + ttl, and its sequence is one more.
+        words = text.split(b" ")
+        now, sequence, ttl = int(words[1]), int(words[3]) + 1, int(words[8])
         k = [_rewrite(a, "r_00000000", tcid) for a in replay_complete]
-        k[header_index] = head + b" " + sequence
+        k[header_index] = head + b" %d %d %d" % (now, now + ttl, sequence)
         reply = await execute(*k)
         if reply != b"WRITE":
             failures.append(reply)
@@ -679,16 +701,38 @@ def section_async(url: str, places: list[tuple[str, Callable[[], None]]], rounds
 # -- 4. memory -------------------------------------------------------------------------------
 
 
+def _cpu_interleave(
+    variants: dict[str, Callable[[], object]], rounds: int, ops: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(wall, process CPU) seconds per op, ``{variant: [per round]}``, variants interleaved.
+
+    Process CPU (``time.process_time``: every thread of this process) counts the worker
+    thread a tool with a time limit runs on, which the calling thread's CPU leaves out.
+    """
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for index in range(rounds):
+        for name in names[index % len(names) :] + names[: index % len(names)]:
+            op = variants[name]
+            started_cpu = time.process_time()
+            wall[name].append(_time(op, ops))
+            cpu[name].append((time.process_time() - started_cpu) / ops)
+    return wall, cpu
+
+
 def section_memory(rounds: int, ops: int) -> None:
-    print("\n4. MemoryStore invocation vs a bare call of the same executor and projector")
+    print("\n4. MemoryStore invocation (one CPU), against a bare call, the kernel alone and the hand-off")
     boundary = ToolBoundary(MemoryStore(), _tools())
     context = _open(boundary, "run-mem")
     next_id = Counter("m_")
     parsed = parse_arguments(ARGUMENTS)
     assert isinstance(parsed, dict)
+    assert active_otel() is None, "an OpenTelemetry SDK is installed: the no-SDK rows would not be"
 
-    def bare() -> None:
-        projector(executor(parsed), parsed)
+    def bare() -> None:  # what the tool costs anyway: the argument parse, executor, projector
+        arguments = json.loads(ARGUMENTS)
+        projector(executor(arguments), arguments)
 
     def invoke(tool: str) -> Callable[[], None]:
         def op() -> None:
@@ -696,40 +740,82 @@ def section_memory(rounds: int, ops: int) -> None:
 
         return op
 
+    # Telemetry without an SDK, isolated: a no-op pipeline making the real one's stopwatch
+    # calls (start/stop of the create, executor, projector and complete, and the
+    # completed record), run through the telemetry decorator and without it.
+    done = boundary.invoke(context, _envelope("run-mem", next_id(), "default"))
+
+    def stub(_core: Any, _store: Any, _context: Any, _envelope: Any, watch: Stopwatch) -> Any:
+        for phase in ("store", "execute", "project", "store"):
+            watch.start()
+            watch.stop(phase)
+        watch.completed(None)  # type: ignore[arg-type]  # a no-op stopwatch reads nothing
+        return done
+
+    observed_stub = observed_invoke(stub)
+    stub_envelope = _envelope("run-mem", "call_stub", "default")
+
+    def no_op(_value: object) -> str:
+        return RAW
+
     # The projector's independent copy of the arguments (CIS-PERF-2): what it costs
     # made three ways, interleaved with the invocations.
     variants = {
         "bare": bare,
         "kernel": kernel_invocation,  # bench_kernel.py: the pure kernel's share of one invocation
-        "inline": invoke("inline"),
-        "worker": invoke("worker"),
+        "default": invoke("default"),  # the default ToolSpec: timeout_ms=30_000, run on a worker
+        "inline": invoke("inline"),  # timeout_ms=None: run in the calling thread
+        "observed stub": lambda: observed_stub(boundary, None, context, stub_envelope),
+        "bare stub": lambda: stub(boundary, None, context, stub_envelope, NO_WATCH),
+        "hand-off": lambda: WORKERS.call(no_op, 30_000, None),
+        "in-thread": lambda: call_inline(no_op, None),
         "reparse": lambda: parse_arguments(ARGUMENTS),
         "deepcopy": lambda: copy.deepcopy(parsed),
         "copy_json": lambda: copy_json(parsed),
     }
-    got = interleave(variants, rounds, ops, [("unpinned", lambda: None)])["unpinned"]
-    for name, values in got.items():
-        print(f"     {name:9s} {_spread(values, 1e6, 2)} us/op{cpu_line('unpinned', name)}")
-    figure("MemoryStore invocation (inline tool)", got["inline"], unit="us", scale=1e6, target="<= 30 us")
-    figure("pure kernel share of one invocation (bench_kernel.py)", got["kernel"], unit="us", scale=1e6)
+    wall, cpu = _cpu_interleave(variants, rounds, ops)
+    for name in variants:
+        spread_wall, spread_cpu = _spread(wall[name], 1e6, 2), _spread(cpu[name], 1e6, 2)
+        print(f"     {name:12s} {spread_wall} us/op wall, {spread_cpu} us/op CPU")
     figure(
-        "MemoryStore invocation (inline tool), thread CPU",
-        [c for c, _ in CPU["unpinned"]["inline"]],
+        "MemoryStore invocation, default ToolSpec (timeout_ms=30000: a worker thread), process CPU",
+        cpu["default"],
+        unit="us",
+        scale=1e6,
+        target="<= 30 us",
+    )
+    figure("MemoryStore invocation, default ToolSpec, wall", wall["default"], unit="us", scale=1e6)
+    figure(
+        "MemoryStore invocation, inline tool (timeout_ms=None), process CPU",
+        cpu["inline"],
         unit="us",
         scale=1e6,
     )
-    figure("MemoryStore invocation (worker tool)", got["worker"], unit="us", scale=1e6)
+    figure("pure kernel share of one invocation (bench_kernel.py), CPU", cpu["kernel"], unit="us", scale=1e6)
     figure(
-        "MemoryStore invocation (inline tool) / bare executor+projector call",
-        ratios(got["inline"], got["bare"]),
+        "telemetry without an OpenTelemetry SDK, per invoke (decorator and stopwatch calls), CPU",
+        [a - b for a, b in zip(cpu["observed stub"], cpu["bare stub"], strict=True)],
+        unit="us",
+        scale=1e6,
+        target="< 1 us",
+    )
+    figure(
+        "worker hand-off: a no-op on a worker less the same call in the thread, process CPU",
+        [a - b for a, b in zip(cpu["hand-off"], cpu["in-thread"], strict=True)],
+        unit="us",
+        scale=1e6,
+    )
+    figure(
+        "MemoryStore invocation, default ToolSpec / bare call (argument parse + executor + projector), CPU",
+        ratios(cpu["default"], cpu["bare"]),
     )
     figure(
         "projector's copy of 1 KiB arguments: copy_json / a second parse",
-        ratios(got["copy_json"], got["reparse"]),
+        ratios(wall["copy_json"], wall["reparse"]),
     )
     figure(
         "projector's copy of 1 KiB arguments: copy_json / copy.deepcopy",
-        ratios(got["copy_json"], got["deepcopy"]),
+        ratios(wall["copy_json"], wall["deepcopy"]),
     )
 
 
@@ -747,8 +833,8 @@ def section_rtt(rtt_ms: float, rounds: int) -> None:
         seeded = ToolBoundary(SeedStore(client, prefix), _tools())
         o, s = _open(ours, "run-o"), _open(seeded, "run-s")
         next_id = Counter("call_")
-        assert ours.invoke(o, _envelope("run-o", next_id(), "inline")).ok
-        commands = _record_evalshas(store, lambda: ours.invoke(o, _envelope("run-o", next_id(), "inline")))
+        assert ours.invoke(o, _envelope("run-o", next_id(), "default")).ok
+        commands = _record_evalshas(store, lambda: ours.invoke(o, _envelope("run-o", next_id(), "default")))
         trivial = client.script_load("return 1")
         floor_commands = [("EVALSHA", trivial, *command[2:]) for command in commands]
 
@@ -759,18 +845,20 @@ def section_rtt(rtt_ms: float, rounds: int) -> None:
         variants: dict[str, Callable[[], object]] = {
             "floor": floor,
             "pings": lambda: (client.ping(), client.ping()),
-            "inline": lambda: ours.invoke(o, _envelope("run-o", next_id(), "inline")),
-            "seed": lambda: seeded.invoke(s, _envelope("run-s", next_id(), "inline")),
+            "default": lambda: ours.invoke(o, _envelope("run-o", next_id(), "default")),
+            "seed": lambda: seeded.invoke(s, _envelope("run-s", next_id(), "default")),
         }
         ops = max(5, int(0.15 / (rtt_ms / 1000 * 4)))
         t = interleave(variants, rounds, ops, [("relay", lambda: None)])["relay"]
         for name, values in t.items():
             print(f"     {name:7s} {_spread(values, 1e6, 1)} us/op")
-        figure(f"redis invocation / floor, RTT {rtt_ms} ms", ratios(t["inline"], t["floor"]))
-        figure(f"redis invocation / two PINGs, RTT {rtt_ms} ms", ratios(t["inline"], t["pings"]))
+        figure(
+            f"redis invocation (default ToolSpec) / floor, RTT {rtt_ms} ms", ratios(t["default"], t["floor"])
+        )
+        figure(f"redis invocation / two PINGs, RTT {rtt_ms} ms", ratios(t["default"], t["pings"]))
         figure(
             f"seed behind the same boundary / ours (throughput), RTT {rtt_ms} ms",
-            ratios(t["seed"], t["inline"]),
+            ratios(t["seed"], t["default"]),
         )
         keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
         if keys:

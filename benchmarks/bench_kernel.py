@@ -121,7 +121,7 @@ def invocation() -> CanonicalRecord:
     """One whole successful invocation through the kernel; returns the READY record."""
     if check_envelope(CONTEXT, ENVELOPE, POLICY, LIMITS) is not None:
         raise AssertionError("preflight refused the benchmark call")
-    admission = admit(RUN, None, REQUEST, LIMITS)
+    admission = admit(RUN, None, REQUEST, LIMITS, T0)
     if not isinstance(admission, Admission):
         raise AssertionError(f"admit refused: {admission}")
     created = admission.record
@@ -145,7 +145,7 @@ def _per_call(func: Callable[[], object], number: int, repeat: int) -> tuple[flo
 
 def _steps() -> dict[str, Callable[[], object]]:
     """Each kernel step alone, on precomputed inputs, for the breakdown."""
-    admission = admit(RUN, None, REQUEST, LIMITS)
+    admission = admit(RUN, None, REQUEST, LIMITS, T0)
     assert isinstance(admission, Admission)
     created = admission.record
     with_raw = transition(created, RAW_EVENT, LIMITS)
@@ -154,7 +154,7 @@ def _steps() -> dict[str, Callable[[], object]]:
     assert isinstance(final, CanonicalRecord)
     return {
         "check_envelope (preflight 1-6)": lambda: check_envelope(CONTEXT, ENVELOPE, POLICY, LIMITS),
-        "admit (preflight 7-11 + Begin)": lambda: admit(RUN, None, REQUEST, LIMITS),
+        "admit (preflight 7-11 + Begin)": lambda: admit(RUN, None, REQUEST, LIMITS, T0),
         "transition RawReceived (4 KiB)": lambda: transition(created, RAW_EVENT, LIMITS),
         "transition ProjectionReceived": lambda: transition(with_raw, PROJECTION_EVENT, LIMITS),
         "decide_complete": lambda: decide_complete(created, created, final, T0 + 46),

@@ -84,7 +84,7 @@ class SeedStore:
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         with self._lock:
-            result = admit(self._runs.get(request.run_id), None, request, limits)
+            result = admit(self._runs.get(request.run_id), None, request, limits, self.now_ms())
             if isinstance(result, ErrorCode):
                 return result
             self._runs[request.run_id] = result.run

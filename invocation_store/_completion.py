@@ -1,4 +1,7 @@
-"""A completion is not lost lightly: bounded retries, then a pending completion the harness can finish.
+"""Held calls: completions and creates the store did not confirm, kept so that no call's fate is lost.
+
+Completions
+-----------
 
 The last step of a call is one compare-and-set, ``store.complete(created, final)``.
 When the store cannot apply it (connection loss, a failover, a slot migration), the
@@ -30,6 +33,28 @@ one (``permanent``: a corrupt record, a refused server), which is held at once; 
 answer of the store (the written record, or a code such as INVALID_TRANSITION after a
 sweep) ends the completion. The budget is one deadline for the whole completion, the
 store's own retries included (``invocation_store._deadline``).
+
+Creates (CIS-BND-7)
+--------------------
+A create that fails with a (non-permanent) :class:`StoreUnavailableError` after the
+store's own retries, or that is interrupted (a cancellation) while in flight, has an
+unknown outcome: the server may have applied it and lost only its reply. Its record
+would then be PROJECTING under a token no one holds, and every re-send of the call
+would be told the call is in progress (the tool never ran). So the boundary holds
+the create (:class:`HeldCreate`: the admission request with its invocation token, and
+the store-clock reading taken before the first send) in a second bounded table
+(:class:`HeldCreates`, :attr:`CompletionRetry.max_pending` entries, oldest dropped
+first). The harness's re-send of the same call (same run, tool_call_id, tool and
+arguments text) *takes* the held create and sends it again with the same token: if
+the first attempt landed, the store answers it as a replay and the kernel's
+``is_own_create`` (created at or after the held reading) recognises it as this
+call's own create, so the tool runs, once; if it did not land, the create is made
+now. Taking is atomic: two concurrent re-sends cannot both replay one token; the
+second is answered by the stored record's fate (CALL_IN_PROGRESS). A create that
+fails again is held again, with its first reading. ``pending_creates`` lists the
+held creates, ``drop_pending`` forgets one. A create held by a process that died is
+lost with it: a re-send from another process gets CALL_IN_PROGRESS while the record
+is PROJECTING and STALE_PROJECTION once it is swept (kernel ``duplicate_code``).
 """
 
 from __future__ import annotations
@@ -38,14 +63,21 @@ import collections
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from attrs import field, frozen
 
 from ._deadline import operation_deadline, retry_allowed
-from .kernel import CanonicalRecord
+from .kernel import AdmissionRequest, CanonicalRecord
 
-__all__ = ["DEFAULT_COMPLETION_RETRY", "CompletionRetry", "PendingCompletion", "PendingCompletions"]
+__all__ = [
+    "DEFAULT_COMPLETION_RETRY",
+    "CompletionRetry",
+    "HeldCreate",
+    "HeldCreates",
+    "PendingCompletion",
+    "PendingCompletions",
+]
 
 
 def _non_negative(_: object, attribute: object, value: int) -> None:
@@ -57,9 +89,11 @@ def _non_negative(_: object, attribute: object, value: int) -> None:
 class CompletionRetry:
     """How the boundary retries a completion the store could not apply (CIS-DUR-5).
 
-    ``budget_ms``: wall time, in integer ms, allowed from the first failure (0: no
-    retry); ``first_delay_ms``: the first pause, doubled up to ``max_delay_ms``;
-    ``max_pending``: completions kept in memory after their retries failed.
+    ``budget_ms``: wall time, in integer ms, allowed from the first compare-and-set,
+    the store's own retries included (0: no retry); ``first_delay_ms``: the first
+    pause, doubled up to ``max_delay_ms``; ``max_pending``: completions kept in memory
+    after their retries failed, and as many creates whose outcome is unknown
+    (CIS-BND-7); 0 keeps none.
     """
 
     budget_ms: int = field(default=2_000, validator=_non_negative)
@@ -96,22 +130,48 @@ class PendingCompletion:
         return (self.created.run_id, self.created.tool_call_id)
 
 
-class PendingCompletions:
-    """The completions a boundary holds, by (run_id, tool_call_id); thread-safe (CIS-DUR-5)."""
+_Call = TypeVar("_Call")
+
+
+class _Held(Generic[_Call]):
+    """A bounded, thread-safe table of held calls by (run_id, tool_call_id), oldest first.
+
+    At most ``policy.max_pending`` are kept (0: none); holding one more drops the oldest
+    first, and holding a call again makes it the newest.
+    """
 
     def __init__(self, policy: CompletionRetry = DEFAULT_COMPLETION_RETRY) -> None:
         if not isinstance(policy, CompletionRetry):
             raise TypeError("completion_retry must be a CompletionRetry")
         self.policy = policy
-        self._held: collections.OrderedDict[tuple[str, str], PendingCompletion] = collections.OrderedDict()
+        self._held: collections.OrderedDict[tuple[str, str], _Call] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    # -- the table -----------------------------------------------------------------
-
-    def get(self, run_id: str, tool_call_id: str) -> PendingCompletion | None:
-        """The completion held for this call, if any."""
+    def get(self, run_id: str, tool_call_id: str) -> _Call | None:
+        """What is held for this call, if anything."""
         with self._lock:
             return self._held.get((run_id, tool_call_id))
+
+    def keys(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
+        """(run_id, tool_call_id) of everything held (of ``run_id`` only, if given), oldest first."""
+        with self._lock:
+            return tuple(key for key in self._held if run_id is None or key[0] == run_id)
+
+    def drop(self, run_id: str, tool_call_id: str) -> bool:
+        """Forget what is held for this call; True if something was."""
+        with self._lock:
+            return self._held.pop((run_id, tool_call_id), None) is not None
+
+    def _keep(self, key: tuple[str, str], call: _Call) -> None:
+        with self._lock:
+            self._held.pop(key, None)
+            self._held[key] = call
+            while len(self._held) > self.policy.max_pending:
+                self._held.popitem(last=False)
+
+
+class PendingCompletions(_Held[PendingCompletion]):
+    """The completions a boundary holds (raw responses included), by (run_id, tool_call_id) (CIS-DUR-5)."""
 
     def retry_of(
         self, run_id: str, tool_call_id: str, tool_name: str, request_json: str
@@ -121,27 +181,15 @@ class PendingCompletions:
         Another call under the same id (other tool or arguments) is not a retry: it is
         admitted as usual, and refused as the duplicate it is (CIS-ID-5).
         """
+        if not self._held:  # nothing held: the common case costs no lock
+            return None
         held = self.get(run_id, tool_call_id)
         if held is None or held.created.tool_name != tool_name or held.created.request_json != request_json:
             return None
         return held
 
-    def keys(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
-        """(run_id, tool_call_id) of every held completion (of ``run_id`` only, if given), oldest first."""
-        with self._lock:
-            return tuple(key for key in self._held if run_id is None or key[0] == run_id)
-
-    def drop(self, run_id: str, tool_call_id: str) -> bool:
-        """Forget a held completion (its raw response with it); True if one was held."""
-        with self._lock:
-            return self._held.pop((run_id, tool_call_id), None) is not None
-
     def _hold(self, pending: PendingCompletion) -> None:
-        with self._lock:
-            self._held.pop(pending.key, None)
-            self._held[pending.key] = pending
-            while len(self._held) > self.policy.max_pending:
-                self._held.popitem(last=False)
+        self._keep(pending.key, pending)
 
     def settled(self, pending: PendingCompletion) -> None:
         """The store answered ``pending``'s completion: it is no longer held."""
@@ -151,17 +199,16 @@ class PendingCompletions:
 
     # -- retrying a completion -----------------------------------------------------
 
-    @contextlib.contextmanager
-    def retrying(self, pending: PendingCompletion) -> Iterator[Iterator[float]]:
+    def retrying(self) -> contextlib.AbstractContextManager[float]:
         """The scope of one completion's retries: one deadline for them all, store retries included.
 
         Enter it before the first compare-and-set: :attr:`CompletionRetry.budget_ms`
         runs from then (``invocation_store._deadline``), and the store's own retry loop
         honours the same deadline, so the caller waits at most the budget plus the round
-        trip in flight when it passed (CIS-DUR-5). Yields :meth:`pauses`.
+        trip in flight when it passed (CIS-DUR-5). Pauses come from :meth:`pauses`,
+        asked for only after a failure.
         """
-        with operation_deadline(self.policy.budget_ms):
-            yield self.pauses(pending)
+        return operation_deadline(self.policy.budget_ms)
 
     def pauses(self, pending: PendingCompletion) -> Iterator[float]:
         """Seconds to pause before each retry of ``pending``'s completion, within the deadline.
@@ -182,3 +229,50 @@ class PendingCompletions:
     def hold(self, pending: PendingCompletion) -> None:
         """Hold ``pending`` without retrying (a permanent store fault: a corrupt record, CIS-DUR-7)."""
         self._hold(pending)
+
+
+@frozen(kw_only=True)
+class HeldCreate:
+    """A create whose outcome is unknown: its request and the clock reading before it was sent (CIS-BND-7).
+
+    ``request`` carries the invocation token a re-send replays; ``not_before_ms`` is
+    the store clock's reading (integer ms) taken before the first attempt was sent,
+    the bound kernel ``is_own_create`` compares the stored record's creation time with.
+    """
+
+    request: AdmissionRequest
+    not_before_ms: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(run_id, tool_call_id)."""
+        return (self.request.run_id, self.request.tool_call_id)
+
+
+class HeldCreates(_Held[HeldCreate]):
+    """The creates a boundary holds, their outcome unknown, by (run_id, tool_call_id) (CIS-BND-7)."""
+
+    def hold(self, held: HeldCreate) -> None:
+        """Keep ``held`` (replacing one held for the same call), newest last; the oldest go past the bound."""
+        self._keep(held.key, held)
+
+    def take(self, run_id: str, tool_call_id: str, tool_name: str, request_json: str) -> HeldCreate | None:
+        """Remove and return the create held for this call if the call re-sends it (same tool and arguments).
+
+        Atomic: of two concurrent re-sends, one takes it and the other gets None.
+        Another call under the same id (other tool or arguments) is not a re-send: the
+        held create stays and None is returned.
+        """
+        if not self._held:  # nothing held: the common case costs no lock
+            return None
+        key = (run_id, tool_call_id)
+        with self._lock:
+            held = self._held.get(key)
+            if (
+                held is None
+                or held.request.tool_name != tool_name
+                or held.request.request_json != request_json
+            ):
+                return None
+            del self._held[key]
+            return held

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterator
 from typing import Final
 
 __all__ = ["current_deadline", "operation_deadline", "retry_allowed"]
@@ -35,21 +34,36 @@ def current_deadline() -> float | None:
     return _DEADLINE.get()
 
 
-@contextlib.contextmanager
-def operation_deadline(budget_ms: int) -> Iterator[float]:
-    """A scope whose deadline is ``budget_ms`` (integer ms) from now, or the enclosing one if earlier.
+class _Scope:
+    """The context manager :func:`operation_deadline` returns (a class: entered on every call's path)."""
 
-    Yields the scope's deadline (``time.monotonic()`` seconds); the enclosing deadline
-    is restored on exit. ``budget_ms`` 0 is a deadline of now: no retry.
+    __slots__ = ("budget_ms", "token")
+
+    def __init__(self, budget_ms: int) -> None:
+        self.budget_ms = budget_ms
+        self.token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> float:
+        own = time.monotonic() + self.budget_ms / 1000
+        outer = _DEADLINE.get()
+        deadline = own if outer is None else min(own, outer)
+        self.token = _DEADLINE.set(deadline)
+        return deadline
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.token is not None:
+            _DEADLINE.reset(self.token)
+            self.token = None
+
+
+def operation_deadline(budget_ms: int) -> contextlib.AbstractContextManager[float]:
+    """A scope whose deadline is ``budget_ms`` (integer ms) from entry, or the enclosing one if earlier.
+
+    ``with operation_deadline(budget_ms) as deadline``: ``deadline`` is the scope's
+    (``time.monotonic()`` seconds); the enclosing deadline is restored on exit.
+    ``budget_ms`` 0 is a deadline of now: no retry.
     """
-    own = time.monotonic() + budget_ms / 1000
-    outer = _DEADLINE.get()
-    deadline = own if outer is None else min(own, outer)
-    token = _DEADLINE.set(deadline)
-    try:
-        yield deadline
-    finally:
-        _DEADLINE.reset(token)
+    return _Scope(budget_ms)
 
 
 def retry_allowed(pause_s: float) -> bool:

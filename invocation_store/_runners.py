@@ -46,7 +46,6 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import logging
 import os
 import threading
 from collections.abc import Callable
@@ -54,6 +53,7 @@ from typing import Final, NamedTuple
 
 from attrs import frozen
 
+from ._logs import package_logger
 from .kernel import Projection
 
 __all__ = [
@@ -70,9 +70,8 @@ __all__ = [
 ]
 
 _UNPRINTABLE_TYPE: Final = "UnprintableType"
-#: Counts only, never tool names or payloads (CIS-ERR-2).
-_LOG: Final = logging.getLogger("invocation_store.workers")
-_LOG.addHandler(logging.NullHandler())
+#: Counts only, never tool names or payloads (CIS-ERR-2); records carry the call's ids (CIS-OBS-2).
+_LOG: Final = package_logger("invocation_store.workers")
 
 
 def safe_name(name: object) -> str:

@@ -129,11 +129,6 @@ OUT_OF_CONTRACT: dict[str, str] = {
     "_ijson._marking_float": "the same: a hook of load_document",
     "_ijson._marking_int": "the same: a hook of load_document",
     "_ijson._valid_unicode": "the same: a helper of violates_ijson",
-    "_effects.without_raw": (
-        "the shape of a read that leaves raw responses out (a store's choice of what to read, the "
-        "record minus one field), not a decision; tests/kernel/test_effects.py and the store contract "
-        "suite check it"
-    ),
 }
 
 
@@ -248,9 +243,7 @@ EQUIVALENT: dict[str, str] = {
         "a shortcut only: with 5 the shortcut answers within for fewer texts, and the exact count "
         "decides the others alike"
     ),
-    "_admission.run_usage_after: `delta <= 0` <= -> <": (
-        "a charge of 0 then builds a new run state equal, field by field, to the one returned unchanged"
-    ),
+    "_admission.charge: `delta > 0` > -> >=": ("at delta == 0 both branches answer 0"),
     "_admission.check_begin: `1` 1 -> 2": (
         "the sequence of check_begin's Begin is a placeholder: the refusals of the Begin row (ids, run "
         "id, record size) never read it, and check_begin returns only a refusal, never the record"
@@ -269,10 +262,6 @@ EQUIVALENT: dict[str, str] = {
     "_state.is_well_formed: `0` 0 -> 1 #3": (
         "the expiry's lower bound: an expiry of 0 never passes expires_at_ms > created_at_ms with "
         "created_at_ms >= 0, so a bound of 0 or 1 refuses the same records"
-    ),
-    "_admission.Admission.append_call: `not self.replayed` drop not": (
-        "append_call is the negation of replayed by definition; the preflight vectors pin replayed (a "
-        "replay appends nothing, README 'Kinds'), and the store contract suite checks the append itself"
     ),
 }
 
@@ -394,8 +383,8 @@ _ROUND_2: tuple[tuple[str, str, str, str], ...] = (
     (
         "blank means Unicode whitespace (str.strip)",
         "_ids.py",
-        "    return all(char in BLANK_CODE_POINTS for char in str.__iter__(text))",
-        '    return str.strip(text) == ""',
+        "    return not str.strip(text, _BLANK)",
+        "    return not str.strip(text)",
     ),
     (
         "whitespace around the object is trimmed before parsing",
@@ -551,9 +540,9 @@ _ROUND_3: tuple[Rival, ...] = (
     _kernel(
         "Begin also refuses a request over request_bytes",
         "_state.py",
-        "    if not is_safe_id(event.run_id):\n        return ErrorCode.RUN_MISMATCH\n",
-        "    if not is_safe_id(event.run_id):\n        return ErrorCode.RUN_MISMATCH\n"
-        "    if len(event.request_json) > limits.request_bytes:\n"
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n",
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n"
+        "    if len(request_json) > limits.request_bytes:\n"
         "        return ErrorCode.REQUEST_TOO_LARGE\n",
     ),
     _kernel(
@@ -565,11 +554,11 @@ _ROUND_3: tuple[Rival, ...] = (
     _kernel(
         "Begin checks the run id before the tool_call_id",
         "_state.py",
-        "    id_code = check_tool_call_id(event.tool_call_id)\n    if id_code is not None:\n"
+        "    id_code = check_tool_call_id(tool_call_id)\n    if id_code is not None:\n"
         "        return id_code  # CIS-ID-6: no fallback id ever reaches a record\n"
-        "    if not is_safe_id(event.run_id):\n        return ErrorCode.RUN_MISMATCH\n",
-        "    if not is_safe_id(event.run_id):\n        return ErrorCode.RUN_MISMATCH\n"
-        "    id_code = check_tool_call_id(event.tool_call_id)\n    if id_code is not None:\n"
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n",
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n"
+        "    id_code = check_tool_call_id(tool_call_id)\n    if id_code is not None:\n"
         "        return id_code\n",
     ),
     _kernel(

@@ -27,7 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS: tuple[tuple[str, str], ...] = (
     ("invocation_store/adapters/_async/protocol.py", "invocation_store/adapters/_sync/protocol.py"),
     ("invocation_store/boundary/_async/boundary.py", "invocation_store/boundary/_sync/boundary.py"),
+    ("invocation_store/boundary/_async/pipeline.py", "invocation_store/boundary/_sync/pipeline.py"),
     ("invocation_store/adapters/_async/redis.py", "invocation_store/adapters/_sync/redis.py"),
+    ("invocation_store/adapters/_async/forwarding.py", "invocation_store/adapters/_sync/forwarding.py"),
+    ("invocation_store/adapters/_async/progress.py", "invocation_store/adapters/_sync/progress.py"),
+    ("invocation_store/adapters/_async/postgres.py", "invocation_store/adapters/_sync/postgres.py"),
 )
 
 #: Ordered (pattern, replacement) substitutions applied to every line.
@@ -45,13 +49,16 @@ SUBS: tuple[tuple[str, str], ...] = (
     # -- Redis store (adapters/_async/redis.py): redis-py's asyncio clients close with
     # aclose(); the per-flavour helpers (AsyncRedisFlavour, AsyncSend, AsyncCommand)
     # and AsyncScript go by the Async prefix rule below.
+    # -- progress reads (adapters/_async/progress.py): a reader returns the views themselves.
+    (r"\bAwaitable\[(\w+)\]", r"\1"),
+    (r"\bfrom collections\.abc import Awaitable, ", "from collections.abc import "),
     (r"\baclose\(\)", "close()"),
     (r"\bredis\.asyncio\.cluster\b", "redis.cluster"),
     (r"\bredis\.asyncio\b", "redis"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\basyncio twin of\b", "synchronous twin of"),
     (r"\b_async\b", "_sync"),
-    # -- the boundary (invocation_store/boundary/_async/boundary.py) ------------------
+    # -- the boundary (invocation_store/boundary/_async/: boundary.py, pipeline.py) ---
     # A per-flavour helper's async spelling -> its sync one: ``async_<name>`` ->
     # ``<name>`` (boundary/_runner.py's async_run_tool, async_check_tool, async_pause;
     # adapters/_progress.py's async_progress_reader), and _telemetry's decorator.

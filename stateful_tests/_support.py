@@ -18,6 +18,12 @@ SCALE = {
     "redis": 1.0,
     "async-redis": 0.5,
     "differential": 0.5,
+    "sqlite": 0.5,
+    "async-sqlite": 0.25,
+    "differential-sql": 0.25,
+    "postgres": 0.25,
+    "async-postgres": 0.25,
+    "differential-postgres": 0.25,
 }
 #: The most examples a planted fault may take to be caught (each takes far fewer).
 MUTANT_EXAMPLES = 500

@@ -25,6 +25,7 @@ ALLOWED: dict[str, str] = {
     "testing/_mutants.py": "planted faulty stores restate the rules wrongly on purpose",
     "testing/_invariants.py": "the invariants compare expiries across steps (a TTL never grows)",
     "testing/_worker_rules.py": "rules move the clock to a record's expiry edge",
+    "testing/contract.py": "the shipped contract's tests move the clock to expiry edges",
     "oracle/_vectors.py": "vectors are generated at the expiry edge",
     "oracle/_vectors_rules.py": "vectors are generated at the expiry edge (expires_at - 1, expires_at)",
     "oracle/_vectors_effects.py": "liveness, sweep and completion vectors sit at the expiry edge",
@@ -36,6 +37,7 @@ LUA_MIRRORS: dict[str, tuple[str, ...]] = {
     "COMPLETE_SCRIPT": ("decide_complete", "decide_completion"),
     "OPEN_RUN_SCRIPT": ("open_run",),
     "END_RUN_SCRIPT": ("cancel_run", "close_run"),
+    "UNDO_OPEN_SCRIPT": ("open_run",),
 }
 
 #: Read-only scripts: they decide nothing, so they mirror no kernel function.

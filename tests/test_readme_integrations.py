@@ -19,6 +19,7 @@ SUBSECTIONS = (
     "LangChain",
     "pydantic-ai",
     "MCP",
+    "LiteLLM",
 )
 
 

@@ -31,15 +31,21 @@ one message one after the other, so sequences are deterministic). The output lis
 the run's canonical records (sizes only, never a raw response or a request text),
 the calls rejected before any record was written, and the progress facts.
 
-The store is in memory unless a Redis URL is given, by ``--redis-url`` or else by
-the ``INVOCATION_STORE_REDIS_URL`` environment variable (which keeps a password out
-of ``ps`` and the shell history); ``--prefix`` without either is an error.
+The store is in memory unless ``--store`` names another (``sqlite:PATH``: a durable
+SQLite file; ``postgres``: the database named by ``INVOCATION_STORE_POSTGRES_DSN``) or
+a Redis URL is given, by ``--redis-url`` or else by the ``INVOCATION_STORE_REDIS_URL``
+environment variable (environment variables keep a password out of ``ps`` and the
+shell history); ``--prefix`` without a Redis URL is an error.
 
 Exit status: 0 when the transcript was replayed (whatever the calls' outcomes), 1
 when the store failed or the run could not be opened, 2 for a malformed transcript
 or a bad option (one line on stderr, never a traceback).
 
-Size: one command's options, its run and its two renderings (text and ``--json``) of
+Size: a transcript file over ``--max-transcript-bytes`` (default 32 MiB) is refused
+before it is read or parsed; object arguments inside are measured against the
+request limit while serialized (CIS-SIZE-2).
+
+Size of this module: one command's options, its run and its two renderings (text and ``--json``) of
 the same report; the renderings share the report's helpers.
 """
 
@@ -48,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -105,6 +112,10 @@ DEFAULTS: dict[str, int] = {
     "record_limit": Limits().record_bytes,
 }
 
+#: Largest transcript file read, in bytes (``--max-transcript-bytes``): checked before the
+#: file is read or parsed, so a huge transcript costs a ``stat`` and one bounded read.
+DEFAULT_MAX_TRANSCRIPT_BYTES = 32 * 1024 * 1024
+
 #: Default data folder when neither ``--data-dir`` nor the transcript names one.
 DEFAULT_DATA_DIR = Path("examples") / "data"
 
@@ -161,12 +172,15 @@ def _note(item: object, fallback: str) -> object:
     return fallback
 
 
-def extract_calls(document: Mapping[str, Any], fmt: str, run_id: str) -> tuple[Call, ...]:
+def extract_calls(
+    document: Mapping[str, Any], fmt: str, run_id: str, *, request_bytes: int | None = None
+) -> tuple[Call, ...]:
     """Every tool call of ``document`` as an envelope, in transcript order (CIS-PRE-7).
 
     Envelopes carry ``run_id`` unless the item has an ``x_run_id`` annotation. A
     malformed call item is kept (the boundary answers it with a code); a malformed
-    structure raises :class:`TranscriptError`.
+    structure raises :class:`TranscriptError`. Object arguments are measured against
+    ``request_bytes`` (the run's request limit) while serialized (CIS-SIZE-2).
     """
     transcript_format = providers.transcript_format(fmt)
     calls: list[Call] = []
@@ -176,7 +190,10 @@ def extract_calls(document: Mapping[str, Any], fmt: str, run_id: str) -> tuple[C
         raise TranscriptError(str(exc)) from None
     for item in found:
         note = _note(item, run_id)
-        envelope = transcript_format.envelope(item, run_id)
+        try:
+            envelope = transcript_format.envelope(item, run_id, request_bytes)
+        except ValueError as exc:  # an unfinished streamed call: said in one safe line
+            raise TranscriptError(f"call {len(calls) + 1}: {exc}") from None
         if note != run_id:
             envelope = evolve(envelope, run_id=note if isinstance(note, str) else None)
         calls.append(Call(index=len(calls) + 1, envelope=envelope))
@@ -212,15 +229,18 @@ def _default_run_id(path: Path) -> str:
     return f"replay-{stem}"[:128]
 
 
-def load_transcript(path: Path, fmt: str = "auto", run_id: str | None = None) -> Transcript:
-    """Read, detect and extract a transcript; :class:`TranscriptError` for anything malformed.
-
-    ``fmt`` is ``"auto"`` or one of :data:`FORMATS`. The run id (which the envelopes
-    carry, unless annotated otherwise) is ``run_id`` if given, else the transcript's
-    ``x_invocation_store.run_id``, else ``replay-<file stem>``.
-    """
+def _read(path: Path, max_bytes: int) -> str:
+    """The file's text, refused before it is read or parsed when over ``max_bytes``."""
+    limit = f"the transcript limit of {max_bytes} bytes (--max-transcript-bytes)"
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise TranscriptError(f"{path}: {size} bytes, over {limit}")
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)  # a file that grew, or a pipe: still bounded
+        if len(data) > max_bytes:
+            raise TranscriptError(f"{path}: over {limit}")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise TranscriptError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -229,6 +249,26 @@ def load_transcript(path: Path, fmt: str = "auto", run_id: str | None = None) ->
         raise TranscriptError(f"{path}: not UTF-8 text") from None
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot be read ({type(exc).__name__})") from None
+
+
+def load_transcript(
+    path: Path,
+    fmt: str = "auto",
+    run_id: str | None = None,
+    *,
+    request_bytes: int | None = None,
+    max_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES,
+) -> Transcript:
+    """Read, detect and extract a transcript; :class:`TranscriptError` for anything malformed.
+
+    ``fmt`` is ``"auto"`` or one of :data:`FORMATS`. The run id (which the envelopes
+    carry, unless annotated otherwise) is ``run_id`` if given, else the transcript's
+    ``x_invocation_store.run_id``, else ``replay-<file stem>``. A file over
+    ``max_bytes`` (default :data:`DEFAULT_MAX_TRANSCRIPT_BYTES`) is refused before it is
+    read. ``request_bytes``: the request limit object arguments are measured against
+    (default: the transcript's ``request_limit`` option, else the kernel's).
+    """
+    text = _read(path, max_bytes)
     try:
         # The I-JSON document decoder: a duplicate member name, NaN or an unrepresentable
         # number inside a call's arguments makes that call INVALID_ARGUMENTS (CIS-ECO-2).
@@ -258,8 +298,11 @@ def load_transcript(path: Path, fmt: str = "auto", run_id: str | None = None) ->
     data_dir = meta.get("data_dir")
     if data_dir is not None and not isinstance(data_dir, str):
         raise TranscriptError(f"'{_META}.data_dir' must be a string")
+    options = _options(meta)
+    if request_bytes is None:
+        request_bytes = options.get("request_limit", DEFAULTS["request_limit"])
     try:
-        calls = extract_calls(document, fmt, run_id)
+        calls = extract_calls(document, fmt, run_id, request_bytes=request_bytes)
     except RecursionError:
         raise TranscriptError(f"{path}: nested too deeply") from None
     return Transcript(
@@ -267,7 +310,7 @@ def load_transcript(path: Path, fmt: str = "auto", run_id: str | None = None) ->
         format=fmt,
         run_id=run_id,
         data_dir=None if data_dir is None else (path.parent / data_dir),
-        options=_options(meta),
+        options=options,
         calls=calls,
     )
 
@@ -575,6 +618,16 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument(
+        "--max-transcript-bytes",
+        metavar="N",
+        type=positive_int,
+        default=DEFAULT_MAX_TRANSCRIPT_BYTES,
+        help=(
+            "largest transcript file read, in bytes; a larger one is refused before it is read "
+            f"(default: {DEFAULT_MAX_TRANSCRIPT_BYTES})"
+        ),
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -587,6 +640,16 @@ def register(subparsers: Any) -> None:
             "use the Redis store at URL (e.g. redis://127.0.0.1:6379/0) instead of the in-memory store; "
             f"default: the {REDIS_URL_ENV} environment variable, so Redis is used whenever it is set "
             "(prefer it for a URL with a password: it stays out of ps and the shell history)"
+        ),
+    )
+    parser.add_argument(
+        "--store",
+        metavar="KIND",
+        default=None,
+        help=(
+            "the store: 'memory' (the default), 'sqlite:PATH' (a durable SQLite file, created if missing) "
+            f"or 'postgres' (the database whose libpq connection string is in {POSTGRES_DSN_ENV}); "
+            "a Redis store is chosen with --redis-url"
         ),
     )
     parser.add_argument(
@@ -633,9 +696,34 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+#: Environment variable holding the libpq connection string of ``--store postgres``
+#: (an environment variable keeps a password out of ``ps`` and the shell history).
+POSTGRES_DSN_ENV = "INVOCATION_STORE_POSTGRES_DSN"
+
+
+class _StoreChoiceError(Exception):
+    """``--store`` names no store this command can open (exit 2, the message says why)."""
+
+
 def _open_store(args: argparse.Namespace, url: str | None) -> tuple[InvocationStore, str]:
-    if url is None:
+    choice = args.store
+    if choice is not None and url is not None:
+        raise _StoreChoiceError("--store and a Redis URL exclude each other")
+    if url is None and choice in (None, "memory"):
         return MemoryStore(), "memory"
+    if url is None and choice.startswith("sqlite:") and choice != "sqlite:":
+        from ..adapters.sqlite import SqliteStore  # noqa: PLC0415 - only when asked for
+
+        return SqliteStore(choice.removeprefix("sqlite:")), "sqlite"
+    if url is None and choice == "postgres":
+        dsn = os.environ.get(POSTGRES_DSN_ENV)
+        if not dsn:
+            raise _StoreChoiceError(f"--store postgres needs {POSTGRES_DSN_ENV}")
+        from ..adapters.postgres import PostgresStore  # noqa: PLC0415 - the postgres extra
+
+        return PostgresStore.from_dsn(dsn), "postgres"
+    if url is None:
+        raise _StoreChoiceError("--store is memory, sqlite:PATH or postgres")
     from ..adapters.redis import RedisStore  # noqa: PLC0415 - redis only when asked for
 
     return RedisStore.from_url(url, prefix=args.prefix or DEFAULT_PREFIX), "redis"
@@ -650,11 +738,18 @@ def run(args: argparse.Namespace) -> int:
         package_logger = logging.getLogger("invocation_store")
         if not any(isinstance(handler, logging.NullHandler) for handler in package_logger.handlers):
             package_logger.addHandler(logging.NullHandler())
-    url = redis_url_from(args)
+    # --store names the store; the Redis URL's environment variable applies only without it.
+    url = args.redis_url if args.store is not None else redis_url_from(args)
     if args.prefix is not None and url is None:
         return fail(_PROG, f"--prefix needs a Redis store: pass --redis-url or set {REDIS_URL_ENV}", 2)
     try:
-        transcript = load_transcript(args.transcript, args.format, args.run_id)
+        transcript = load_transcript(
+            args.transcript,
+            args.format,
+            args.run_id,
+            request_bytes=args.request_limit,
+            max_bytes=args.max_transcript_bytes,
+        )
         settings = _resolve(args, transcript)
     except TranscriptError as exc:
         return fail(_PROG, str(exc), 2)
@@ -662,6 +757,14 @@ def run(args: argparse.Namespace) -> int:
         store, kind = _open_store(args, url)
     except StoreUnavailableError as exc:
         return fail(_PROG, unavailable(exc), 1)
+    except _StoreChoiceError as exc:
+        return fail(_PROG, str(exc), 2)
+    except ImportError:
+        return fail(
+            _PROG,
+            "--store postgres needs the postgres extra (pip install 'canonical-invocation-store[postgres]')",
+            2,
+        )
     except Exception as exc:  # noqa: BLE001 - a bad URL must not print a traceback or the URL
         return fail(_PROG, f"cannot use the Redis URL ({type(exc).__name__})", 2)
     try:

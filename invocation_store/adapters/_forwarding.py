@@ -1,84 +1,10 @@
-"""A store that forwards every operation to another: the base for store wrappers."""
+"""Stores that forward every operation to another: the base for store wrappers, both flavours.
 
-from __future__ import annotations
+:class:`AsyncForwardingStore` is written once (``_async/forwarding.py``);
+:class:`ForwardingStore` is generated from it by ``scripts/unasync.py``.
+"""
 
-from collections.abc import Mapping, Sequence
+from ._async.forwarding import AsyncForwardingStore
+from ._sync.forwarding import ForwardingStore
 
-from ..kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, RunState
-from ._protocol import InvocationStore
-
-__all__ = ["ForwardingStore"]
-
-
-class ForwardingStore:
-    """An :class:`InvocationStore` that hands every call to ``inner`` unchanged.
-
-    Subclass it and override the operations a wrapper observes or changes
-    (recording a trace, counting calls, injecting faults); everything else keeps
-    ``inner``'s contract exactly (CIS-STORE-1).
-    """
-
-    def __init__(self, inner: InvocationStore) -> None:
-        self.inner = inner
-
-    def now_ms(self) -> int:
-        """``inner.now_ms()``."""
-        return self.inner.now_ms()
-
-    def open_run(
-        self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
-    ) -> RunState | ErrorCode:
-        """``inner.open_run(...)``."""
-        return self.inner.open_run(
-            run_id,
-            deadline_ms=deadline_ms,
-            ttl_ms=ttl_ms,
-            tool_call_budget=tool_call_budget,
-            byte_budget=byte_budget,
-        )
-
-    def cancel_run(self, run_id: str) -> RunState | ErrorCode:
-        """``inner.cancel_run(run_id)``."""
-        return self.inner.cancel_run(run_id)
-
-    def close_run(self, run_id: str) -> RunState | ErrorCode:
-        """``inner.close_run(run_id)``."""
-        return self.inner.close_run(run_id)
-
-    def get_run(self, run_id: str) -> RunState | None:
-        """``inner.get_run(run_id)``."""
-        return self.inner.get_run(run_id)
-
-    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
-        """``inner.create(request, limits)``."""
-        return self.inner.create(request, limits)
-
-    def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
-        """``inner.complete(before, after)``."""
-        return self.inner.complete(before, after)
-
-    def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
-        """``inner.get(run_id, tool_call_id)``."""
-        return self.inner.get(run_id, tool_call_id)
-
-    def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
-    ) -> Mapping[str, CanonicalRecord | None]:
-        """``inner.get_many(run_id, tool_call_ids, include_raw=...)``."""
-        return self.inner.get_many(run_id, tool_call_ids, include_raw=include_raw)
-
-    def completed(self, run_id: str) -> tuple[str, ...]:
-        """``inner.completed(run_id)``."""
-        return self.inner.completed(run_id)
-
-    def calls(self, run_id: str) -> tuple[str, ...]:
-        """``inner.calls(run_id)``."""
-        return self.inner.calls(run_id)
-
-    def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
-        """``inner.ttl_remaining_ms(run_id, tool_call_id)``."""
-        return self.inner.ttl_remaining_ms(run_id, tool_call_id)
-
-    def close(self) -> None:
-        """``inner.close()``."""
-        self.inner.close()
+__all__ = ["AsyncForwardingStore", "ForwardingStore"]

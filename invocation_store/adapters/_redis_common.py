@@ -13,11 +13,10 @@ from typing import Any, Final
 
 import redis
 
-from . import _redis_core as core
+from . import _redis_decode as core
 from ._redis_server import UnsupportedRedisError, parse_info_text
 
 __all__ = [
-    "DEFAULT_MAX_LAG_MS",
     "DEFAULT_OPTIONS",
     "DEFAULT_PREFIX",
     "DEFAULT_TIMEOUT_S",
@@ -25,7 +24,6 @@ __all__ = [
     "LOG",
     "bad_url",
     "is_hello_failure",
-    "max_lag",
     "nonce",
     "old_version_error",
     "raise_first_error",
@@ -33,15 +31,12 @@ __all__ = [
     "report_failure",
     "resp2_connection",
     "server_ms",
+    "socket_timeout_ms",
     "split_command",
 ]
 
 #: Default key prefix (CIS-KEY-1).
 DEFAULT_PREFIX: Final = "cis"
-
-#: How much later than its caller expects a create's script may start, in ms, by
-#: default for a store on the wall clock (CIS-DUR-11).
-DEFAULT_MAX_LAG_MS: Final = 1_000
 
 #: Socket and connect timeout of stores built by ``from_url``, in seconds.
 DEFAULT_TIMEOUT_S: Final = 5.0
@@ -106,17 +101,20 @@ def old_version_error(reply: object) -> UnsupportedRedisError | None:
     return None
 
 
-def max_lag(max_lag_ms: int | None, *, injected_clock: bool) -> int | None:
-    """The lag bound in ms, or None for no check: None means the default (CIS-DUR-11).
+def socket_timeout_ms(client: Any) -> float | None:
+    """The socket timeout (ms) of ``client``'s connections, None if it has none or it cannot be told.
 
-    The default compares server ``TIME`` with the store clock only when that clock is
-    the wall clock: an injected clock keeps its own time (tests move it at will).
+    A plain client keeps it in its pool's connection arguments; a cluster client in its
+    nodes manager's. A waiting durability mode needs it longer than the wait (CIS-DUR-2).
     """
-    if max_lag_ms is None:
-        return None if injected_clock else DEFAULT_MAX_LAG_MS
-    if type(max_lag_ms) is not int or max_lag_ms < 0:
-        raise ValueError("max_lag_ms is a non-negative int (0: no check) or None (the default)")
-    return max_lag_ms or None
+    for holder in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None)):
+        kwargs = getattr(holder, "connection_kwargs", None)
+        if isinstance(kwargs, Mapping):
+            value = kwargs.get("socket_timeout")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value) * 1000
+            return None
+    return None
 
 
 def server_ms(reply: object) -> int:

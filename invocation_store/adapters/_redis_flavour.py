@@ -17,6 +17,9 @@ derive, because redis-py's blocking and asyncio cluster clients differ in shape:
   has no pipeline on one node's connection, so the asyncio store refuses a waiting
   durability mode on a cluster client (:data:`AsyncRedisFlavour.WAITS_ON_CLUSTER`)
   when it is built, rather than waiting on the wrong connection.
+- **A first clock reading** inside the synchronous ``now_ms``: the blocking store sends
+  one ``TIME``; the asyncio store cannot wait there and answers the wall clock until
+  its first round trip.
 - **Sleeping** between retries: ``time.sleep`` or ``asyncio.sleep``; and redis-py's
   retry object that turns its own retries off (``redis.retry`` or ``redis.asyncio.retry``).
 """
@@ -76,6 +79,13 @@ class RedisFlavour:
         return cluster.get_redis_connection(node_of(key))
 
     @staticmethod
+    def time_reading(execute: Command, local_ms: Callable[[], float]) -> tuple[object, float, float]:
+        """One ``TIME`` round trip for a clock with no reading yet: (reply, sent, received), local ms."""
+        sent = local_ms()
+        reply = execute("TIME")
+        return reply, sent, local_ms()
+
+    @staticmethod
     def relearn(cluster: redis.cluster.RedisCluster) -> None:
         """Learn the cluster's topology again (after a transient failure: a slot may have moved)."""
         cluster.nodes_manager.initialize()
@@ -127,6 +137,11 @@ class AsyncRedisFlavour:
         """Never reached: the store refuses a waiting mode on this cluster client (WAITS_ON_CLUSTER)."""
         del cluster, key
         raise ValueError("a durability mode that waits is not supported on an asyncio cluster client")
+
+    @staticmethod
+    def time_reading(execute: AsyncCommand, local_ms: Callable[[], float]) -> None:
+        """None: a synchronous ``now_ms`` cannot wait for the loop (the wall clock answers meanwhile)."""
+        del execute, local_ms
 
     @staticmethod
     async def relearn(cluster: redis.asyncio.cluster.RedisCluster) -> None:

@@ -11,6 +11,9 @@ tag, ``{<run_id>}``, so that all keys of one run map to one slot (CIS-KEY-2):
 - ``<prefix>:{<run_id>}:call:<tool_call_id>``: one canonical record (HASH);
 - ``<prefix>:{<run_id>}:raw:<tool_call_id>``: its raw response (STRING).
 
+:class:`RunKeys` holds every key of one run, validated once and cached, also as the
+UTF-8 bytes that script calls send (the hot path encodes no key per call).
+
 Injective for a fixed prefix (CIS-KEY-3): safe ids contain no ``{`` or ``}``, so
 the run id ends at the first ``}`` and the tool_call_id is the rest after the kind.
 Each function raises ``ValueError`` for an unsafe id, or a prefix that is empty or
@@ -19,9 +22,11 @@ holds a brace.
 
 from __future__ import annotations
 
-from ..kernel import is_safe_id
+import functools
 
-__all__ = ["call_key", "calls_key", "check_prefix", "done_key", "raw_key", "run_key"]
+from ..kernel import MAX_ID_LENGTH, is_safe_id
+
+__all__ = ["RunKeys", "call_key", "calls_key", "check_prefix", "done_key", "raw_key", "run_key", "run_keys"]
 
 
 def _check_key_parts(prefix: str, run_id: str) -> None:
@@ -79,3 +84,89 @@ def raw_key(prefix: str, run_id: str, tool_call_id: str) -> str:
     """
     call_key(prefix, run_id, tool_call_id)  # validates every part
     return f"{prefix}:{{{run_id}}}:raw:{tool_call_id}"
+
+
+def _wire(text: str) -> bytes | str:
+    """``text`` as UTF-8 bytes, sent as is by redis-py (no per-call encoding).
+
+    A text without a UTF-8 form (a prefix holding a lone surrogate) stays a str, so
+    that redis-py refuses it inside the store's call, as for any other argument.
+    """
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text
+
+
+class RunKeys:
+    """Every key of one run (validated once, then cached): all share the ``{run_id}`` hash tag.
+
+    ``run``/``done``/``calls`` are the str keys; ``run_wire``/``calls_wire``/``done_wire``
+    the same keys as the bytes that script calls send (see :func:`_wire`).
+    """
+
+    __slots__ = (
+        "_base",
+        "_call_wire",
+        "_raw_wire",
+        "calls",
+        "calls_wire",
+        "done",
+        "done_wire",
+        "run",
+        "run_wire",
+    )
+
+    def __init__(self, prefix: str, run_id: str) -> None:
+        base = f"{prefix}:{{{run_id}}}"
+        self._base = base
+        self.run = run_key(prefix, run_id)
+        self.done = done_key(prefix, run_id)
+        self.calls = calls_key(prefix, run_id)
+        self.run_wire = _wire(self.run)
+        self.done_wire = _wire(self.done)
+        self.calls_wire = _wire(self.calls)
+        self._call_wire = _wire(f"{base}:call:")
+        self._raw_wire = _wire(f"{base}:raw:")
+
+    def record(self, tool_call_id: str) -> str:
+        """The record HASH key (= :func:`call_key`) of a tool_call_id already known to be safe."""
+        return f"{self._base}:call:{tool_call_id}"
+
+    def raw(self, tool_call_id: str) -> str:
+        """The raw STRING key (= :func:`raw_key`) of a tool_call_id already known to be safe."""
+        return f"{self._base}:raw:{tool_call_id}"
+
+    def record_wire(self, tool_call_id: str) -> bytes | str:
+        """:meth:`record` as sent (bytes); ``tool_call_id`` is a safe id, hence ASCII."""
+        head = self._call_wire
+        return head + tool_call_id.encode() if isinstance(head, bytes) else head + tool_call_id
+
+    def raw_wire(self, tool_call_id: str) -> bytes | str:
+        """:meth:`raw` as sent (bytes); ``tool_call_id`` is a safe id, hence ASCII."""
+        head = self._raw_wire
+        return head + tool_call_id.encode() if isinstance(head, bytes) else head + tool_call_id
+
+    def stage(self, nonce: str) -> str:
+        """A staging key for one large raw response: ``<prefix>:{<run_id>}:stage:<nonce>``."""
+        return f"{self._base}:stage:{nonce}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_run_keys(prefix: str, run_id: str) -> RunKeys | None:
+    if not is_safe_id(run_id):
+        return None
+    keys = RunKeys(prefix, run_id)  # run_key() validates the prefix
+    if keys.record("x") != call_key(prefix, run_id, "x"):  # pragma: no cover - layout guard
+        raise AssertionError("key layout differs from call_key")
+    return keys
+
+
+def run_keys(prefix: str, run_id: str) -> RunKeys | None:
+    """The keys of run ``run_id`` under ``prefix`` (cached); ``None`` if ``run_id`` is not a safe id.
+
+    Raises ``ValueError`` for a prefix that cannot start keys (empty, braces).
+    """
+    if not isinstance(run_id, str) or len(run_id) > MAX_ID_LENGTH:  # never cache long junk
+        return None
+    return _cached_run_keys(prefix, run_id)

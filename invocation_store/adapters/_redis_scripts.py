@@ -33,14 +33,27 @@ touches one Redis Cluster slot, CIS-KEY-2):
   completion order, their expiry set once, when the list is created, to the run's
   remaining lifetime.
 
-Times: ``now`` is always an argument (the store's clock), never Redis' ``TIME``, so
-that an injected clock behaves exactly as in the memory store. Redis' ``TIME`` is
-read for one thing only: a create whose script starts later than the caller expects
-(a paused or overloaded server, a slow network) by more than a bound answers ``LATE``
-and writes nothing, so that a ``now`` gone stale never admits a call past its run's
-deadline (CIS-DUR-11; the adapter resends it with a fresh ``now``). Integers written by a
-script go through ``string.format('%d', ...)``; Lua numbers are doubles, so the
-adapter refuses integers of 2**53 or more before calling a script.
+Times (CIS-STORE-10, one clock per deployment): every decision that compares times
+is taken on the server's clock, inside the script, unless the store was given a clock
+of its own (a test clock shared by every host, passed as ``now``). With no ``now``,
+a script reads ``TIME``, except the completion, which learns the server's time from
+the record's TTL it reads anyway: every expiry is set by a script from that same
+clock, so a record key that exists is live and ``expires_at_ms - PTTL`` is the
+server's time when the script runs, read without an extra command. The script
+stamps what it writes (``created_at_ms``, ``updated_at_ms`` of a new record,
+``opened_at_ms`` of a new run) with that time and reports it, so that the adapter
+re-runs the kernel at the very instant the script decided. A key found alive well
+after its stored expiry (:data:`EXPIRY_SLACK_MS`) has lost its TTL: ``CORRUPT NoTTL``.
+Integers written by a script go through ``string.format('%d', ...)``; Lua numbers are
+doubles, so the adapter refuses integers of 2**53 or more before calling a script.
+
+Durability (CIS-DUR-2): in a waiting mode the adapter pipelines ``WAIT``/``WAITAOF``
+behind the script on the same connection; they count that connection's writes. A
+script that answers with a record or run it did not write now (a replay, an open of
+an existing run) then rewrites one field of it with the value it holds (``touch``), so
+that the connection's replication offset covers the record and the wait is about it,
+also on a fresh connection after a resend (Valkey answers ``WAIT`` at once on a
+connection that wrote nothing).
 
 No partial writes (CIS-DUR-7): a Redis script that fails part-way keeps what it
 wrote before the failure (there is no rollback). So every script makes every check
@@ -70,9 +83,11 @@ __all__ = [
     "CREATE_RUN_ORDER",
     "CREATE_SCRIPT",
     "END_RUN_SCRIPT",
+    "EXPIRY_SLACK_MS",
     "OPEN_RUN_SCRIPT",
     "PROGRESS_SCRIPT",
     "RUN_FIELDS",
+    "UNDO_OPEN_SCRIPT",
 ]
 
 #: Field order of a run HASH as every script returns it (matches RunState).
@@ -89,6 +104,11 @@ RUN_FIELDS: Final = (
     "bytes_used",
 )
 
+#: On the server's clock, a key still alive this many ms after its stored
+#: ``expires_at_ms`` has lost its TTL (its expiry and the field are set by one script
+#: from one clock and lapse within a millisecond of each other): ``CORRUPT NoTTL``.
+EXPIRY_SLACK_MS: Final = 1_000
+
 _HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for name in RUN_FIELDS) + ")"
 
 # Lua: is a stored value a decimal integer (as every script writes them)?
@@ -96,73 +116,120 @@ _IS_INT: Final = """
 local function is_int(v) return type(v) == 'string' and string.match(v, '^%-?%d+$') ~= nil end
 """
 
+# Lua: the server's clock in integer ms (TIME: seconds, microseconds).
+_SERVER_MS: Final = """
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+# Lua: the first fallible write of a script, RPUSH to a LIST that may hold another type
+# (put from outside). Run with pcall: a foreign type answers CORRUPT ForeignKey before
+# anything is written; any other error (OOM) is raised as it is.
+_PUSH: Final = """
+local function push(key, value)
+  local n = redis.pcall('RPUSH', key, value)
+  if type(n) == 'table' and n.err then
+    if string.sub(n.err, 1, 9) == 'WRONGTYPE' then return false end
+    return redis.error_reply(n.err)
+  end
+  return n
+end
+"""
+
 # Replies are one space-separated string ("<TAG> <values>...") whenever every value
 # is an id, a decimal or an enum value (none contains a space): a single bulk reply
 # parses much faster in redis-py than an array. A reply that carries a record (free
-# text) is an array instead.
+# text) is an array instead. Every reply of a decision carries the time it was taken at.
 
 # Mirror of kernel ``open_run`` (CIS-RUN-1, CIS-RETRY-3).
 # KEYS[1] - run HASH; KEYS[2] - done LIST; KEYS[3] - calls LIST
-# ARGV[1] - now_ms
-# ARGV[2] - PX of a fresh run (expires_at_ms - now_ms); "0" or less: nothing is stored
-# ARGV[3..12] - the fresh run's values in RUN_FIELDS order
-# return "FRESH" when the fresh run was stored (any lapsed run and its lists are
-#   deleted first); "EXISTING <10 run values>" for a live ACTIVE run opened with the
-#   same deadline, TTL and budgets, at any time (nothing written); "ERR
-#   INVALID_TRANSITION <10 run values>" for any other live run (other parameters, or
-#   cancelled/closed): the client re-runs the kernel on the run the script refused;
-#   "CORRUPT NoTTL" for a run found without expiry (nothing written).
-OPEN_RUN_SCRIPT: Final = f"""
-local now = tonumber(ARGV[1])
+# ARGV[1] - now_ms, or "" to decide on the server's clock (TIME)
+# ARGV[2] - "1" in a waiting durability mode: an existing run is touched (see the top)
+# ARGV[3..12] - the fresh run's values in RUN_FIELDS order; opened_at_ms (ARGV[5]) is
+#   replaced by the script's now, and the PX of a fresh run is expires_at_ms - now
+# return "FRESH <now>" when the fresh run was stored (any lapsed run and its lists are
+#   deleted first; a run whose expiry is already past is not stored); "EXISTING <now>
+#   <10 run values>" for a live ACTIVE run opened with the same deadline, TTL and
+#   budgets, at any time (nothing written but the touch); "ERR INVALID_TRANSITION <now>
+#   <10 run values>" for any other live run (other parameters, or cancelled/closed): the
+#   client re-runs the kernel on the run the script refused; "CORRUPT NoTTL" for a run
+#   found without expiry (nothing written).
+OPEN_RUN_SCRIPT: Final = f"""{_SERVER_MS}
+local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or server_ms()
+local at = string.format('%d', now)
 local cur = {_HMGET_RUN}
 if cur[6] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
 if cur[6] and now < tonumber(cur[6]) then
   if cur[2] ~= 'ACTIVE' then
-    return 'ERR INVALID_TRANSITION ' .. table.concat(cur, ' ')
+    return 'ERR INVALID_TRANSITION ' .. at .. ' ' .. table.concat(cur, ' ')
   end
   for _, i in ipairs({{1, 4, 5, 6, 7, 8}}) do
     if cur[i] ~= ARGV[2 + i] then
-      return 'ERR INVALID_TRANSITION ' .. table.concat(cur, ' ')
+      return 'ERR INVALID_TRANSITION ' .. at .. ' ' .. table.concat(cur, ' ')
     end
   end
-  return 'EXISTING ' .. table.concat(cur, ' ')
+  if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'status', cur[2]) end
+  return 'EXISTING ' .. at .. ' ' .. table.concat(cur, ' ')
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-if tonumber(ARGV[2]) > 0 then
+local px = tonumber(ARGV[8]) - now
+if px > 0 then
   redis.call('HSET', KEYS[1],
-    'run_id', ARGV[3], 'status', ARGV[4], 'opened_at_ms', ARGV[5], 'deadline_ms', ARGV[6],
+    'run_id', ARGV[3], 'status', ARGV[4], 'opened_at_ms', at, 'deadline_ms', ARGV[6],
     'ttl_ms', ARGV[7], 'expires_at_ms', ARGV[8], 'tool_call_budget', ARGV[9],
     'byte_budget', ARGV[10], 'tool_calls_used', ARGV[11], 'bytes_used', ARGV[12])
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], string.format('%d', px))
 end
-return 'FRESH'
+return 'FRESH ' .. at
+"""
+
+# Undo of an OPEN_RUN_SCRIPT "FRESH" (the fresh run of kernel ``open_run``) whose
+# durability wait failed (CIS-DUR-2, CIS-DUR-14): a refused open leaves nothing
+# behind, so that opening the run again (with any parameters) works.
+# KEYS[1] - run HASH; KEYS[2] - done LIST; KEYS[3] - calls LIST
+# ARGV[1] - the opened_at_ms the FRESH reply reported; ARGV[2] - the run's expires_at_ms
+# return "DELETED" when the run is still the one that open wrote, with no call admitted
+#   (the three keys are deleted); "KEPT" otherwise (another open or a create used it).
+UNDO_OPEN_SCRIPT: Final = """
+local cur = redis.call('HMGET', KEYS[1], 'opened_at_ms', 'expires_at_ms', 'tool_calls_used')
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] and cur[3] == '0' then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  return 'DELETED'
+end
+return 'KEPT'
 """
 
 # Mirror of kernel ``cancel_run`` / ``close_run`` (CIS-RUN-2).
 # KEYS[1] - run HASH
-# ARGV[1] - now_ms
+# ARGV[1] - now_ms, or "" to decide on the server's clock (TIME)
 # ARGV[2] - the target status (kernel RUN_TRANSITIONS[(ACTIVE, operation)])
-# return "OK <10 run values before the change>" after setting status (TTL kept);
-#   "ERR RUN_INACTIVE" for an absent run; "ERR RUN_INACTIVE <10 run values>" for a
-#   lapsed one; "ERR INVALID_TRANSITION <10 run values>" for a run that is neither
-#   ACTIVE nor already in the target status (a retried cancel or close answers like
-#   the first). The client re-runs the kernel on the run values of a refusal.
-#   "CORRUPT NoTTL" for a run without expiry.
-END_RUN_SCRIPT: Final = f"""
-local now = tonumber(ARGV[1])
+# return "OK <now> <10 run values before the change>" after setting status (TTL kept);
+#   "ERR RUN_INACTIVE <now>" for an absent run; "ERR RUN_INACTIVE <now> <10 run values>"
+#   for a lapsed one; "ERR INVALID_TRANSITION <now> <10 run values>" for a run that is
+#   neither ACTIVE nor already in the target status (a retried cancel or close answers
+#   like the first). The client re-runs the kernel on the run values of a refusal.
+#   "CORRUPT NoTTL" for a run without expiry, "CORRUPT BadInteger" for a run whose
+#   expiry is not an integer.
+END_RUN_SCRIPT: Final = f"""{_IS_INT}{_SERVER_MS}
 local cur = {_HMGET_RUN}
-if cur[6] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
+local left = redis.call('PTTL', KEYS[1])
+if cur[6] and left == -1 then return 'CORRUPT NoTTL' end
+if cur[6] and not is_int(cur[6]) then return 'CORRUPT BadInteger' end
+local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or server_ms()
+local at = string.format('%d', now)
 if not cur[6] then
-  return 'ERR RUN_INACTIVE'
+  return 'ERR RUN_INACTIVE ' .. at
 end
 if now >= tonumber(cur[6]) then
-  return 'ERR RUN_INACTIVE ' .. table.concat(cur, ' ')
+  return 'ERR RUN_INACTIVE ' .. at .. ' ' .. table.concat(cur, ' ')
 end
 if cur[2] ~= 'ACTIVE' and cur[2] ~= ARGV[2] then
-  return 'ERR INVALID_TRANSITION ' .. table.concat(cur, ' ')
+  return 'ERR INVALID_TRANSITION ' .. at .. ' ' .. table.concat(cur, ' ')
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2])
-return 'OK ' .. table.concat(cur, ' ')
+return 'OK ' .. at .. ' ' .. table.concat(cur, ' ')
 """
 
 # Arguments: everything that is an id, a decimal, a code, a status or a mask (none
@@ -173,7 +240,7 @@ return 'OK ' .. table.concat(cur, ' ')
 
 #: Order in which CREATE_SCRIPT reads (and replies) a run HASH: the three fields an
 #: admission changes first, then the seven that never change after the run is opened,
-#: so that the client can decode the constant tail once per run (see ``_redis_core``).
+#: so that the client can decode the constant tail once per run (see ``_redis_create``).
 CREATE_RUN_ORDER: Final = (
     "status",
     "tool_calls_used",
@@ -195,65 +262,71 @@ CREATE_RUN_ORDER: Final = (
 # -> the code of the kernel's Begin transition (decided in Python: it does not depend
 # on the run). A record or run whose expires_at_ms <= now is absent (CIS-TTL-4).
 # KEYS[1] - run HASH; KEYS[2] - record HASH; KEYS[3] - calls LIST; KEYS[4] - raw STRING
-# ARGV[1] - header "now size late tool_call_id run_id status created updated":
-#   now - now_ms; size - the request's UTF-8 bytes, empty if it has no UTF-8 form;
+# ARGV[1] - header "now size late tool_call_id run_id status touch":
+#   now - now_ms, or empty: the server's clock (TIME, CIS-STORE-10); then a run or
+#   record alive EXPIRY_SLACK_MS past its stored expiry has lost its TTL (NoTTL), with
+#   a given now a run is checked with PTTL;
+#   size - the request's UTF-8 bytes, empty if it has no UTF-8 form;
 #   late - empty or the code the kernel's Begin gives for this request;
 #   tool_call_id - empty if not a safe id (then no record can exist, KEYS[2] and
-#   KEYS[4] are not read, and late is set); run_id, status, created, updated - the
-#   kernel's Begin record (sequence and expires_at_ms depend on the run: computed
-#   here), empty when nothing can be written
+#   KEYS[4] are not read, and late is set); run_id, status - the kernel's Begin record
+#   (sequence, times and expires_at_ms depend on the run and the clock: computed here),
+#   empty when nothing can be written; touch - "1" in a waiting durability mode (a
+#   replay rewrites the record's token with itself, see the top)
 # ARGV[2] - invocation token ("" never replays); ARGV[3] - tool_name;
 # ARGV[4] - request_json
-# ARGV[5], ARGV[6] (optional, CIS-DUR-11) - the server time (ms) at which the caller
-#   expects the script to run (its ``now`` plus its calibrated offset to server TIME),
-#   and the most the script may run later than that (ms): a script that starts later
-#   answers "LATE <lag ms>" before reading or writing anything
-# return "OK <10 run values before admission, CREATE_RUN_ORDER>" after writing the
-#   record with sequence = tool_calls_used + 1, expires_at_ms = now + ttl_ms and PX
-#   ttl_ms (the record is new: its TTL is set exactly once; a leftover that the store
-#   clock already expired is deleted first, with its raw response), counting the call
-#   and its bytes in the run, and appending the id to the calls LIST;
-#   {"REPLAY <10 run values, CREATE_RUN_ORDER>", <"1" raw | "0">, <raw or "">,
+# return "OK <now> <10 run values before admission, CREATE_RUN_ORDER>" after writing
+#   the record with sequence = tool_calls_used + 1, created_at_ms = updated_at_ms =
+#   now, expires_at_ms = now + ttl_ms and PX ttl_ms (the record is new: its TTL is set
+#   exactly once; a leftover that the clock already expired is deleted first, with its
+#   raw response), counting the call and its bytes in the run, and appending the id to
+#   the calls LIST (its first write: a foreign type there writes nothing);
+#   {"REPLAY <now> <10 run values, CREATE_RUN_ORDER>", <"1" raw | "0">, <raw or "">,
 #   <record field/value pairs>} when the live record carries this token and the run
-#   is live (nothing written); "ERR <code> <10 run values, CREATE_RUN_ORDER>"
-#   otherwise, or "ERR RUN_INACTIVE" when there is no run (nothing written): the
-#   client re-runs the kernel on the run the script refused; "CORRUPT
-#   <why>" (nothing written) for a run or record without expiry (NoTTL), a calls key
-#   that is not a LIST (ForeignKey) or a run whose counters are not integers
-#   (BadInteger), checked before the first write.
-CREATE_SCRIPT: Final = f"""{_IS_INT}
-if ARGV[5] then
-  local t = redis.call('TIME')
-  local lag = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[5])
-  if lag > tonumber(ARGV[6]) then return 'LATE ' .. string.format('%d', lag) end
-end
-local now, size, late, tcid, rid, status, created, updated = string.match(ARGV[1],
-  '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
-now = tonumber(now)
+#   is live (nothing written but the touch); "ERR <code> <now> <10 run values,
+#   CREATE_RUN_ORDER>" otherwise, or "ERR RUN_INACTIVE <now>" when there is no run
+#   (nothing written): the client re-runs the kernel on the run the script refused, at
+#   the time it reports; "CORRUPT <why>" (nothing written) for a run or record without
+#   expiry (NoTTL), a calls key that is not a LIST (ForeignKey) or a run whose counters
+#   are not integers (BadInteger), checked before the first write.
+# Hot path (a fresh record in a live run): 7 redis.call (TIME, HMGET run, HMGET record,
+#   RPUSH, HSET record, PEXPIRE record, HSET run; PTTL of the run instead of TIME with
+#   a given now).
+CREATE_SCRIPT: Final = f"""{_IS_INT}{_PUSH}{_SERVER_MS}
+local now, size, late, tcid, rid, status, touch = string.match(ARGV[1],
+  '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
+local server = now == ''
 local run = redis.call('HMGET', KEYS[1], {", ".join(f"'{name}'" for name in CREATE_RUN_ORDER)})
-if run[8] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
-local run_live = run[8] and now < tonumber(run[8])
+if server then
+  now = server_ms()
+else
+  now = tonumber(now)
+  if run[8] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
+end
+if run[8] and not is_int(run[8]) then return 'CORRUPT BadInteger' end
+if server and run[8] and now >= tonumber(run[8]) + {EXPIRY_SLACK_MS} then return 'CORRUPT NoTTL' end
+local at = string.format('%d', now)
+if not run[8] then return 'ERR RUN_INACTIVE ' .. at end
+local run_live = now < tonumber(run[8])
 local live = false
 local leftover = false
-local token = false
 if tcid ~= '' then
   local found = redis.call('HMGET', KEYS[2], 'invocation_token', 'expires_at_ms', 'status', 'error_code')
   leftover = found[1] or found[2]
+  if found[2] and not is_int(found[2]) then return 'CORRUPT BadInteger' end
+  if server and found[2] and now >= tonumber(found[2]) + {EXPIRY_SLACK_MS} then return 'CORRUPT NoTTL' end
   if leftover and redis.call('PTTL', KEYS[2]) == -1 then return 'CORRUPT NoTTL' end
-  if found[2] and now < tonumber(found[2]) then
-    live = found
-    token = found[1]
-  end
+  if found[2] and now < tonumber(found[2]) then live = found end
 end
-if live and run_live and ARGV[2] ~= '' and token == ARGV[2] then
+if live and run_live and ARGV[2] ~= '' and live[1] == ARGV[2] then
+  if touch ~= '' then redis.call('HSET', KEYS[2], 'invocation_token', live[1]) end
   local raw = redis.call('GET', KEYS[4])
-  local reply = {{'REPLAY ' .. table.concat(run, ' '), raw and '1' or '0', raw or ''}}
+  local reply = {{'REPLAY ' .. at .. ' ' .. table.concat(run, ' '), raw and '1' or '0', raw or ''}}
   local record = redis.call('HGETALL', KEYS[2])
   for i = 1, #record do reply[3 + i] = record[i] end
   return reply
 end
-if not run[8] then return 'ERR RUN_INACTIVE' end
-local seen = ' ' .. table.concat(run, ' ')
+local seen = ' ' .. at .. ' ' .. table.concat(run, ' ')
 if not run_live or run[1] ~= 'ACTIVE' then return 'ERR RUN_INACTIVE' .. seen end
 if now >= tonumber(run[6]) then return 'ERR RUN_DEADLINE_EXCEEDED' .. seen end
 if live then
@@ -271,24 +344,25 @@ if size == '' then return 'ERR INVALID_ARGUMENTS' .. seen end
 local bytes = tonumber(run[3]) + tonumber(size)
 if bytes > tonumber(run[10]) then return 'ERR RUN_BYTES_EXHAUSTED' .. seen end
 if late ~= '' or tcid == '' then return 'ERR ' .. late .. seen end
--- Last checks before the first write: nothing below can fail.
-if not (is_int(run[2]) and is_int(run[3]) and is_int(run[7]) and is_int(run[8])) then
+-- Last checks before the first write: nothing after the RPUSH can fail.
+if not (is_int(run[2]) and is_int(run[3]) and is_int(run[7])) then
   return 'CORRUPT BadInteger'
 end
-local calls_type = redis.call('TYPE', KEYS[3])['ok']
-if calls_type ~= 'list' and calls_type ~= 'none' then return 'CORRUPT ForeignKey' end
+local pushed = push(KEYS[3], tcid)
+if not pushed then return 'CORRUPT ForeignKey' end
+if type(pushed) == 'table' then return pushed end
+if pushed == 1 then
+  redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[8]) - now))
+end
 if leftover then redis.call('DEL', KEYS[2], KEYS[4]) end
 redis.call('HSET', KEYS[2], 'run_id', rid, 'tool_call_id', tcid, 'tool_name', ARGV[3],
   'invocation_token', ARGV[2], 'sequence', string.format('%d', used), 'status', status,
-  'request_json', ARGV[4], 'created_at_ms', created, 'updated_at_ms', updated,
+  'request_json', ARGV[4], 'created_at_ms', at, 'updated_at_ms', at,
   'expires_at_ms', string.format('%d', now + tonumber(run[7])))
 redis.call('PEXPIRE', KEYS[2], run[7])
 redis.call('HSET', KEYS[1], 'tool_calls_used', string.format('%d', used),
   'bytes_used', string.format('%d', bytes))
-if redis.call('RPUSH', KEYS[3], tcid) == 1 then
-  redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[8]) - now))
-end
-return 'OK ' .. table.concat(run, ' ')
+return 'OK ' .. at .. ' ' .. table.concat(run, ' ')
 """
 
 # Mirror of kernel ``decide_complete`` plus the writes of a WRITE decision
@@ -297,7 +371,10 @@ return 'OK ' .. table.concat(run, ' ')
 # KEYS[5] - staging STRING holding the new raw response (mask "T" only; absent otherwise)
 # ARGV[1] - header "now status error_code updated charge done_id raw_size mask evidence
 #   created expires sequence":
-#   now - now_ms; status, error_code, updated - after's (error_code may be empty);
+#   now - now_ms, or empty: the server's clock, read as expires_at_ms - PTTL of the
+#   record (CIS-STORE-10), and a record key that exists is live (its TTL and its
+#   expires_at_ms come from one script on one clock);
+#   status, error_code, updated - after's (error_code may be empty);
 #   charge - bytes to charge to the run (kernel run_usage_after);
 #   done_id - the tool_call_id to append to the done LIST, empty unless after is
 #   terminal; raw_size - with mask "K", the UTF-8 size of the raw response the store
@@ -319,7 +396,8 @@ return 'OK ' .. table.concat(run, ' ')
 #   STRING is written ("S": SET, "T": RENAME from KEYS[5]) with PX = the record's
 #   PTTL, or deleted ("D"); the bytes are charged and the id appended to the done
 #   LIST when the run is live (the LIST's expiry is set once, at its creation, to
-#   the run's remaining lifetime);
+#   the run's remaining lifetime; the append is the first write, so a foreign type
+#   there writes nothing);
 #   {"REPLAY", <"1" raw | "0">, <raw or "">, <record field/value pairs>} when the
 #   stored record is already terminal with after's status, error code and update
 #   time; "RESEND" when a kept raw response is missing or not of size raw_size, or
@@ -331,15 +409,18 @@ return 'OK ' .. table.concat(run, ' ')
 #   expiry (NoTTL), run counters that are not integers (BadInteger), a done key that
 #   is not a LIST (ForeignKey), all checked before the first write. Nothing is written
 #   but the WRITE, and KEYS[5] never survives the script.
-COMPLETE_SCRIPT: Final = f"""{_IS_INT}
+# Hot path (a PROJECTING record completed with a small raw response): 7 redis.call
+#   (HMGET record, PTTL record, HMGET run, RPUSH, HSET record, SET raw, HINCRBY run).
+COMPLETE_SCRIPT: Final = f"""{_IS_INT}{_PUSH}
 local now, status, code, updated, charge, done_id, raw_size, mask, evidence, b_created, b_expires, b_seq =
   string.match(ARGV[1], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
+local server = now == ''
 now = tonumber(now)
 local raw_op = string.sub(mask, 3, 3)
 local s = redis.call('HMGET', KEYS[1], 'status', 'invocation_token', 'error_code',
   'updated_at_ms', 'expires_at_ms', 'evidence_status', 'agent_result', 'scope',
   'created_at_ms', 'sequence', 'tool_name', 'request_json')
-if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2]
+if not s[5] or (not server and now >= tonumber(s[5])) or s[2] ~= ARGV[2]
     or s[5] ~= b_expires or s[9] ~= b_created or s[10] ~= b_seq
     or s[11] ~= ARGV[6] or s[12] ~= ARGV[7] then
   if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
@@ -350,7 +431,7 @@ if not s[5] or now >= tonumber(s[5]) or s[2] ~= ARGV[2]
   return refused
 end
 if s[1] == 'PROJECTING' then
-  -- Every check before the first write (HDEL/HSET below): nothing after them can fail.
+  -- Every check before the first write (RPUSH, then HDEL/HSET): nothing after them can fail.
   local left = redis.call('PTTL', KEYS[1])
   local run = redis.call('HMGET', KEYS[2], 'expires_at_ms', 'bytes_used')
   local corrupt = false
@@ -359,11 +440,12 @@ if s[1] == 'PROJECTING' then
   elseif run[1] and not (is_int(run[1]) and is_int(run[2])) then
     corrupt = 'BadInteger'
   end
+  if server then now = tonumber(s[5]) - left end
   local run_live = not corrupt and run[1] and now < tonumber(run[1])
-  if run_live and redis.call('PTTL', KEYS[2]) == -1 then corrupt = 'NoTTL' end
-  if run_live and done_id ~= '' then
-    local done_type = redis.call('TYPE', KEYS[3])['ok']
-    if done_type ~= 'list' and done_type ~= 'none' then corrupt = 'ForeignKey' end
+  if not corrupt and run[1] and not run_live then
+    if server and now >= tonumber(run[1]) + {EXPIRY_SLACK_MS} then corrupt = 'NoTTL' end
+  elseif run_live and not server and redis.call('PTTL', KEYS[2]) == -1 then
+    corrupt = 'NoTTL'
   end
   if corrupt then
     if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
@@ -376,6 +458,17 @@ if s[1] == 'PROJECTING' then
     end
   elseif raw_op == 'T' and redis.call('EXISTS', KEYS[5]) == 0 then
     return 'RESEND'
+  end
+  if run_live and done_id ~= '' then
+    local pushed = push(KEYS[3], done_id)
+    if not pushed then
+      if raw_op == 'T' then redis.call('DEL', KEYS[5]) end
+      return 'CORRUPT ForeignKey'
+    end
+    if type(pushed) == 'table' then return pushed end
+    if pushed == 1 then
+      redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[1]) - now))
+    end
   end
   local sets = {{'status', status, 'updated_at_ms', updated}}
   local dels = {{}}
@@ -404,12 +497,7 @@ if s[1] == 'PROJECTING' then
   elseif raw_op == 'D' then
     redis.call('DEL', KEYS[4])
   end
-  if run_live then
-    if charge ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_used', charge) end
-    if done_id ~= '' and redis.call('RPUSH', KEYS[3], done_id) == 1 then
-      redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[1]) - now))
-    end
-  end
+  if run_live and charge ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_used', charge) end
   return 'WRITE'
 end
 if raw_op == 'T' then redis.call('DEL', KEYS[5]) end

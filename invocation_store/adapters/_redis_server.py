@@ -40,7 +40,7 @@ from attrs import field, frozen
 
 from ..kernel import ErrorCode
 from ._protocol import StoreUnavailableError
-from ._redis_core import MIN_VERSION, parse_version
+from ._redis_decode import MIN_VERSION, parse_version
 
 __all__ = [
     "POLICY_CHECK_INTERVAL_MS",

@@ -8,7 +8,10 @@ functions. The store only keeps the results and honours expiry on every read
 (an expired record or run reads as absent and is dropped).
 
 Thread-safe (one ``threading.Lock``); usable from asyncio through
-:class:`AsyncMemoryStore`, whose methods never block on I/O.
+:class:`AsyncMemoryStore`, the shared asyncio face (``_face.py``) running each
+operation inline: they never block on I/O. Reads answer through the shared helper
+(``_reads.py``: kernel ``live``, ``without_raw``, ``ProgressView.of``); a lapsed
+value is dropped only when kernel ``lapsed`` says so, a run's lists with it.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from ..kernel import (
     cancel_run,
     close_run,
     decide_completion,
-    is_live,
+    lapsed,
     open_run,
     remaining_ms,
-    without_raw,
 )
+from ._face import AsyncFace, inline
+from ._reads import read_records, read_views, wanted_ids
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "wall_clock_ms"]
 
@@ -70,7 +74,7 @@ class MemoryStore:
 
     def _run(self, run_id: str, now_ms: int) -> RunState | None:
         run = self._runs.get(run_id)
-        if run is not None and not is_live(run, now_ms):
+        if run is not None and lapsed(run, now_ms):
             del self._runs[run_id]
             self._done.pop(run_id, None)
             self._calls.pop(run_id, None)
@@ -79,7 +83,7 @@ class MemoryStore:
 
     def _record(self, run_id: str, tool_call_id: str, now_ms: int) -> CanonicalRecord | None:
         record = self._records.get((run_id, tool_call_id))
-        if record is not None and not is_live(record, now_ms):
+        if record is not None and lapsed(record, now_ms):
             del self._records[(run_id, tool_call_id)]
             return None
         return record
@@ -170,17 +174,15 @@ class MemoryStore:
         """Read several records of one run; ``include_raw=False`` omits raw (CIS-PROG-5)."""
         with self._lock:
             now = self._clock()
-            found = {tcid: self._record(run_id, tcid, now) for tcid in tool_call_ids}
-        if include_raw:
-            return found
-        return {tcid: None if record is None else without_raw(record) for tcid, record in found.items()}
+            found = {tcid: self._record(run_id, tcid, now) for tcid in wanted_ids(tool_call_ids)}
+        return read_records(run_id, tool_call_ids, found, now, include_raw=include_raw)
 
     def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
         """The progress fields of several records of one run (CIS-PERF-3); None if absent or expired."""
         with self._lock:
             now = self._clock()
-            found = {tcid: self._record(run_id, tcid, now) for tcid in tool_call_ids}
-        return {tcid: None if record is None else ProgressView.of(record) for tcid, record in found.items()}
+            found = {tcid: self._record(run_id, tcid, now) for tcid in wanted_ids(tool_call_ids)}
+        return read_views(run_id, tool_call_ids, found, now)
 
     def completed(self, run_id: str) -> tuple[str, ...]:
         """Ordered ids of completed calls (CIS-PROG-1)."""
@@ -206,75 +208,11 @@ class MemoryStore:
         """Nothing to release."""
 
 
-class AsyncMemoryStore:
-    """asyncio face of a :class:`MemoryStore` (CIS-STORE-4); operations never block on I/O."""
+class AsyncMemoryStore(AsyncFace):
+    """asyncio face of a :class:`MemoryStore` (CIS-STORE-4); operations run inline, never blocking on I/O.
+
+    ``store``: the MemoryStore to share (default: a new one on ``clock``), kept as ``self.sync``.
+    """
 
     def __init__(self, store: MemoryStore | None = None, clock: Callable[[], int] | None = None) -> None:
-        self.sync = store if store is not None else MemoryStore(clock)
-
-    def now_ms(self) -> int:
-        """The wrapped store's clock."""
-        return self.sync.now_ms()
-
-    async def open_run(
-        self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int
-    ) -> RunState | ErrorCode:
-        """See :meth:`MemoryStore.open_run`."""
-        return self.sync.open_run(
-            run_id,
-            deadline_ms=deadline_ms,
-            ttl_ms=ttl_ms,
-            tool_call_budget=tool_call_budget,
-            byte_budget=byte_budget,
-        )
-
-    async def cancel_run(self, run_id: str) -> RunState | ErrorCode:
-        """See :meth:`MemoryStore.cancel_run`."""
-        return self.sync.cancel_run(run_id)
-
-    async def close_run(self, run_id: str) -> RunState | ErrorCode:
-        """See :meth:`MemoryStore.close_run`."""
-        return self.sync.close_run(run_id)
-
-    async def get_run(self, run_id: str) -> RunState | None:
-        """See :meth:`MemoryStore.get_run`."""
-        return self.sync.get_run(run_id)
-
-    async def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
-        """See :meth:`MemoryStore.create`."""
-        return self.sync.create(request, limits)
-
-    async def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
-        """See :meth:`MemoryStore.complete`."""
-        return self.sync.complete(before, after)
-
-    async def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
-        """See :meth:`MemoryStore.get`."""
-        return self.sync.get(run_id, tool_call_id)
-
-    async def get_many(
-        self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
-    ) -> Mapping[str, CanonicalRecord | None]:
-        """See :meth:`MemoryStore.get_many`."""
-        return self.sync.get_many(run_id, tool_call_ids, include_raw=include_raw)
-
-    async def get_progress(
-        self, run_id: str, tool_call_ids: Sequence[str]
-    ) -> Mapping[str, ProgressView | None]:
-        """See :meth:`MemoryStore.get_progress`."""
-        return self.sync.get_progress(run_id, tool_call_ids)
-
-    async def completed(self, run_id: str) -> tuple[str, ...]:
-        """See :meth:`MemoryStore.completed`."""
-        return self.sync.completed(run_id)
-
-    async def calls(self, run_id: str) -> tuple[str, ...]:
-        """See :meth:`MemoryStore.calls`."""
-        return self.sync.calls(run_id)
-
-    async def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
-        """See :meth:`MemoryStore.ttl_remaining_ms`."""
-        return self.sync.ttl_remaining_ms(run_id, tool_call_id)
-
-    async def close(self) -> None:
-        """Nothing to release."""
+        super().__init__(store if store is not None else MemoryStore(clock), inline)

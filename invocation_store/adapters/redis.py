@@ -38,32 +38,33 @@ without chaining the original exception; only exception *type* names are logged
 (CIS-FAIL-5, CIS-ERR-2). Keys, URLs, passwords and payloads never appear in an
 exception or a log line.
 
-Clocks: the store's clock (default: wall clock) is an argument of every script, and
-every read also compares ``expires_at_ms`` with it, so an injected fake clock
-behaves exactly as with :class:`~invocation_store.adapters.MemoryStore`; Redis' own
-TTL (real time) removes the data. A create whose script starts more than
-``max_lag_ms`` after its ``now`` by server ``TIME`` (measured against the clock's
-offset) writes nothing and is resent once with a fresh ``now`` (CIS-DUR-11).
-Integers must stay below 2**53 (Lua numbers).
+Clocks (CIS-STORE-10): every decision that compares times is taken by a script on the
+server's clock (``TIME``, or for a completion the record's own TTL), which stamps what
+it writes and reports the time it decided at; ``now_ms()`` is a lower bound of server
+``TIME`` (``_redis_clock``), so hosts whose clocks differ decide alike. A store given a
+clock (``clock=``) decides at that clock instead and passes it to every script, so an
+injected fake clock behaves exactly as with
+:class:`~invocation_store.adapters.MemoryStore`; Redis' own TTL (real time) removes the
+data. Integers must stay below 2**53 (Lua numbers).
 
 Layout: :class:`AsyncRedisStore` is written once, in ``_async/redis.py``;
 :class:`RedisStore` in ``_sync/redis.py`` is generated from it by
 ``scripts/unasync.py`` (``tests/test_unasync.py`` fails when it is stale). What the
 two flavours do differently (reaching every cluster primary, ``WAIT`` on a cluster,
 sleeping between retries) is in ``_redis_flavour.py``; the key layout is in
-``_redis_keys.py``; the I/O-free planning and decoding in ``_redis_core.py``.
+``_redis_keys.py``; the I/O-free planning and decoding, one module per operation, are
+indexed by ``_redis_core.py``.
 """
 
 from __future__ import annotations
 
 from ._async.redis import AsyncRedisStore
-from ._redis_common import DEFAULT_MAX_LAG_MS, DEFAULT_PREFIX, DEFAULT_TIMEOUT_S
+from ._redis_common import DEFAULT_PREFIX, DEFAULT_TIMEOUT_S
 from ._redis_retry import RetryPolicy
 from ._redis_server import Durability, UnsafeServerError, UnsupportedRedisError
 from ._sync.redis import RedisStore
 
 __all__ = [
-    "DEFAULT_MAX_LAG_MS",
     "DEFAULT_PREFIX",
     "DEFAULT_TIMEOUT_S",
     "AsyncRedisStore",

@@ -6,9 +6,10 @@ A harness registers its tools once in a :class:`ToolRegistry` (CIS-BND-3) and
 passes every tool call the model makes through :meth:`ToolBoundary.invoke` (or
 ``await`` :meth:`AsyncToolBoundary.invoke`). The boundary owns no lifecycle rule:
 every decision is the kernel's, every write the store's. It only orchestrates, in
-this order (each step's failure is a code, CIS-BND-2):
+this order (each step's failure is a code, CIS-BND-2), in one module that reads top to
+bottom (:mod:`._async.pipeline`):
 
-1. ``check_envelope`` (preflight 1-6) against the registry's policy for the tool:
+1. kernel ``parse_envelope`` (preflight 1-6) against the registry's policy for the tool:
    on rejection nothing is written and the executor is not called (CIS-PRE-1).
 2. ``store.create`` (preflight 7-11 and the PROJECTING record, atomically in the
    store, CIS-PRE-8). Round trip 1. A replay of this call's own create (resent by
@@ -88,6 +89,15 @@ one call after another, within the last 65,536 tokens): fail closed, so the exec
 never runs twice for one key; a record left PROJECTING is swept. Repeats across
 processes cannot be seen locally: tokens must be unique (CIS-RETRY-1).
 
+Held calls (CIS-DUR-5, CIS-BND-7; :mod:`invocation_store._completion`): a completion
+the store does not take within ``CompletionRetry.budget_ms`` is held with its raw
+response, and a create whose outcome is unknown (STORE_UNAVAILABLE past the store's
+retries, or interrupted in flight) is held with its token. The harness re-sending the
+same call gets the held completion applied, or the held create sent again with its
+token (recognised as this call's own create if it had landed): the executor runs
+exactly once. ``pending_completions()``, ``pending_creates()``, ``finish_pending`` and
+``drop_pending`` settle them.
+
 Timeouts and workers (CIS-FAIL-3, CIS-PERF-1; per flavour in :mod:`._runner`, the
 mechanics in :mod:`invocation_store._runners`): no call starts a thread of its own.
 On the sync boundary an executor declared without a limit (``timeout_ms=None``)
@@ -118,15 +128,17 @@ One concern a module; only :mod:`._runner` is written per flavour:
   provider's ids.
 - :mod:`._edge`: exact ``str`` copies, raw text normalisation, ``copy_json``, the
   caller's parameter checks.
-- :mod:`._core`: the steps both flavours share (preflight, admission, the
-  transitions after execution and projection, results, the held-completion table,
-  logs).
+- :mod:`._core`: the state both flavours share (registry, limits, token window, the
+  held-call tables, the logger) and the store-failure log lines.
+- :mod:`._telemetry`: the decorator around the pipeline (the call's ids for log
+  records; with an OpenTelemetry SDK, its span, phase times and metrics).
 - :mod:`._runner`: how each flavour runs tool code (thread with a timeout vs task
   with a timeout), which tools it takes and how it pauses between completion
   retries, over :mod:`invocation_store._runners`.
-- :mod:`._async.boundary`: :class:`AsyncToolBoundary`, the boundary written once;
-  :mod:`._sync.boundary`: :class:`ToolBoundary`, generated from it by
-  ``scripts/unasync.py`` (never edited by hand).
+- :mod:`._async.pipeline`: one invocation, top to bottom; :mod:`._async.boundary`:
+  :class:`AsyncToolBoundary` (runs, reads, sweeps, held calls), both written once;
+  :mod:`._sync.pipeline` and :mod:`._sync.boundary` (:class:`ToolBoundary`) are
+  generated from them by ``scripts/unasync.py`` (never edited by hand).
 
 Example (sync)::
 

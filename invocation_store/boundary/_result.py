@@ -70,11 +70,27 @@ class BoundaryResult(AgentView):
 _VIEW_FIELDS: Final = tuple(attribute.name for attribute in attrs.fields(AgentView))
 
 
-def result_of(view: AgentView) -> BoundaryResult:
-    """The :class:`BoundaryResult` holding the kernel's ``view`` (no provider ids yet)."""
-    return BoundaryResult(**{name: getattr(view, name) for name in _VIEW_FIELDS})
+def result_of(
+    view: AgentView, *, tool_name: str | None = None, envelope_tool_call_id: str | None = None
+) -> BoundaryResult:
+    """The :class:`BoundaryResult` holding the kernel's ``view`` and the provider's ids (CIS-ECO-3).
+
+    Every field of the view is carried (a field a later kernel adds included);
+    ``tool_name`` and ``envelope_tool_call_id`` are what ``invoke`` knows of the call
+    (None on results made elsewhere).
+    """
+    fields = {name: getattr(view, name) for name in _VIEW_FIELDS}
+    return BoundaryResult(**fields, tool_name=tool_name, envelope_tool_call_id=envelope_tool_call_id)
 
 
-def failure(code: ErrorCode, tool_call_id: object) -> BoundaryResult:
-    """The result of a refused or failed call: kernel ``failure_view`` (the id only if safe)."""
-    return result_of(failure_view(code, tool_call_id))
+def failure(
+    code: ErrorCode,
+    tool_call_id: object,
+    *,
+    tool_name: str | None = None,
+    envelope_tool_call_id: str | None = None,
+) -> BoundaryResult:
+    """The result of a refused or failed call: kernel ``failure_view`` (the id only if safe), provider ids."""
+    return result_of(
+        failure_view(code, tool_call_id), tool_name=tool_name, envelope_tool_call_id=envelope_tool_call_id
+    )

@@ -4,7 +4,15 @@
   (``pip install 'canonical-invocation-store[openai-agents]'``);
 - :mod:`invocation_store.integrations.langchain`: LangChain (``[langchain]``);
 - :mod:`invocation_store.integrations.pydantic_ai`: pydantic-ai (``[pydantic-ai]``);
-- :mod:`invocation_store.integrations.mcp`: MCP Python SDK servers (``[mcp]``).
+- :mod:`invocation_store.integrations.mcp`: MCP Python SDK servers (``[mcp]``);
+- :mod:`invocation_store.integrations.google_adk`: Google ADK (``[google-adk]``);
+- :mod:`invocation_store.integrations.autogen`: AutoGen agentchat/core (``[autogen]``);
+- :mod:`invocation_store.integrations.ag2`: AG2 (``[ag2]``);
+- :mod:`invocation_store.integrations.llama_index`: LlamaIndex agent workflows (``[llama-index]``);
+- :mod:`invocation_store.integrations.litellm`: LiteLLM responses (no extra: it imports no LiteLLM).
+
+smolagents and CrewAI have no adapter: they hand their tools no call id (README,
+"Invented ids, framework by framework").
 
 Importing this package imports no framework; each module imports its own on import.
 Every adapter hands the boundary the framework's own tool_call_id, unchanged (or

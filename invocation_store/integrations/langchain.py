@@ -6,9 +6,16 @@ Two entry points:
   ``AIMessage`` with a ``ToolMessage``, in the model's order: its ``tool_calls``
   **and** its ``invalid_tool_calls`` (the calls whose arguments LangChain could not
   parse, which its own tool executors never run and never answer). This is the
-  path that keeps the raw arguments: for OpenAI-style messages the text is read
-  from ``additional_kwargs["tool_calls"]``, where LangChain keeps what the model
-  sent;
+  path that keeps the raw arguments, read from wherever langchain-core 1.x keeps
+  them: ``tool_call_chunks`` of a streamed ``AIMessageChunk`` (the text as it
+  arrived, so a duplicate member name, a truncated or a trailing-text argument is
+  INVALID_ARGUMENTS rather than LangChain's partial parse), ``partial_json`` of a
+  streamed ``ChatAnthropic`` message's ``tool_use`` blocks, and
+  ``additional_kwargs["tool_calls"]`` (older OpenAI integrations). A non-streamed
+  ``ChatOpenAI`` message (``invoke``, also with ``streaming=True``) keeps no raw
+  text of its valid calls: there the parse is all there is (a duplicate member
+  name has collapsed). Pass the aggregated ``AIMessageChunk`` of ``stream()`` to
+  keep the text;
 - :func:`boundary_tool`: a ``BaseTool`` for LangChain's own executors (e.g. a
   LangGraph ``ToolNode``), called with a ``ToolCall``; it returns a ``ToolMessage``.
 
@@ -38,10 +45,15 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
-from pydantic import ConfigDict, Field
+from ._extras import missing_extra
+
+try:
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+    from pydantic import ConfigDict, Field
+except ImportError as _error:  # the framework is an optional extra
+    raise missing_extra(__name__, "langchain", _error) from _error
 
 from ..boundary import BoundaryResult, ToolBoundary
 from ..kernel import RunContext, ToolCallEnvelope
@@ -55,9 +67,21 @@ _OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True
 
 
 def _raw_texts(message: AIMessage) -> dict[str, str]:
-    """id -> raw arguments text, in the model's order, from OpenAI-style
-    ``additional_kwargs["tool_calls"]`` (where LangChain keeps what the model sent)."""
+    """id -> raw arguments text, in the model's order, from wherever langchain-core keeps
+    what the model sent (see the module docstring): ``tool_call_chunks`` (a streamed
+    ``AIMessageChunk``), Anthropic ``tool_use`` content blocks' ``partial_json`` (a
+    streamed ``ChatAnthropic`` message), OpenAI-style ``additional_kwargs["tool_calls"]``."""
     found: dict[str, str] = {}
+    for chunk in getattr(message, "tool_call_chunks", None) or ():
+        chunk_id, args = chunk.get("id"), chunk.get("args")
+        if isinstance(chunk_id, str) and isinstance(args, str):
+            found.setdefault(chunk_id, args)
+    content = message.content
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, Mapping) and block.get("type") == "tool_use":
+            block_id, partial = block.get("id"), block.get("partial_json")
+            if isinstance(block_id, str) and isinstance(partial, str) and partial:
+                found.setdefault(block_id, partial)
     calls = message.additional_kwargs.get("tool_calls")
     for item in calls if isinstance(calls, list) else ():
         function = item.get("function") if isinstance(item, Mapping) else None
@@ -65,6 +89,30 @@ def _raw_texts(message: AIMessage) -> dict[str, str]:
         if isinstance(item, Mapping) and isinstance(item.get("id"), str) and isinstance(arguments, str):
             found.setdefault(item["id"], arguments)
     return found
+
+
+def _anthropic_inputs(message: AIMessage) -> dict[str, object]:
+    """id -> the ``input`` object of each Anthropic ``tool_use`` content block (the provider's
+    own form of a non-streamed ``ChatAnthropic`` call)."""
+    found: dict[str, object] = {}
+    content = message.content
+    for block in content if isinstance(content, list) else ():
+        if (
+            isinstance(block, Mapping)
+            and block.get("type") == "tool_use"
+            and isinstance(block.get("id"), str)
+        ):
+            found.setdefault(block["id"], block.get("input"))
+    return found
+
+
+#: Stop reasons after which the last call may be cut short (OpenAI, Anthropic).
+_CUT = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+
+
+def _cut(message: AIMessage) -> bool:
+    metadata = message.response_metadata
+    return metadata.get("finish_reason") in _CUT or metadata.get("stop_reason") in _CUT
 
 
 def _envelope(run_id: str, tool_call_id: object, name: object, arguments: str | None) -> ToolCallEnvelope:
@@ -76,23 +124,34 @@ def _envelope(run_id: str, tool_call_id: object, name: object, arguments: str | 
     )
 
 
-def envelopes_from_langchain(message: AIMessage, run_id: str) -> list[ToolCallEnvelope]:
+def envelopes_from_langchain(
+    message: AIMessage, run_id: str, *, request_bytes: int | None = None
+) -> list[ToolCallEnvelope]:
     """Every call of ``message`` (``tool_calls`` and ``invalid_tool_calls``) as an envelope,
-    in the model's order when ``additional_kwargs`` kept it (else valid calls first).
+    in the model's order where the message kept it (else valid calls first) (CIS-ECO-4).
 
-    Arguments: the raw text kept in ``additional_kwargs`` when there is one for the
-    id; else a valid call's parsed ``args`` serialized deterministically, and an
-    invalid call's ``args`` text as it is. ``TypeError`` for a non-``AIMessage``.
+    Arguments, first found: the raw text langchain-core kept for the id
+    (``tool_call_chunks``, an Anthropic block's ``partial_json``,
+    ``additional_kwargs["tool_calls"]``); an Anthropic ``tool_use`` block's ``input``
+    object; an invalid call's ``args`` text; else (no raw text kept, e.g.
+    ``ChatOpenAI.invoke``) the parsed ``args``. Objects are serialized measured
+    against ``request_bytes`` (default the kernel's). A message that stopped on its
+    output limit (``finish_reason: length``, ``stop_reason: max_tokens``) gets
+    ``arguments=None`` for its last call (INVALID_ARGUMENTS: it may be cut).
+    ``TypeError`` for a non-``AIMessage``.
     """
     if not isinstance(message, AIMessage):
         raise TypeError("expected a langchain_core AIMessage")
     raw = _raw_texts(message)
+    inputs = _anthropic_inputs(message)
     envelopes = []
     for call in message.tool_calls:
         call_id = call.get("id")
         text = raw.get(call_id) if isinstance(call_id, str) else None
-        arguments = text if text is not None else serialize_object(call.get("args"))
-        envelopes.append(_envelope(run_id, call_id, call.get("name"), arguments))
+        if text is None:
+            parsed = inputs[call_id] if isinstance(call_id, str) and call_id in inputs else call.get("args")
+            text = serialize_object(parsed, request_bytes)
+        envelopes.append(_envelope(run_id, call_id, call.get("name"), text))
     for invalid in message.invalid_tool_calls:
         tool_call_id = invalid.get("id")
         text = raw.get(tool_call_id) if isinstance(tool_call_id, str) else None
@@ -101,7 +160,11 @@ def envelopes_from_langchain(message: AIMessage, run_id: str) -> list[ToolCallEn
         envelopes.append(_envelope(run_id, tool_call_id, invalid.get("name"), arguments))
     # The model's order where the message kept it; LangChain lists invalid calls last.
     order = {tool_call_id: index for index, tool_call_id in enumerate(raw)}
-    return sorted(envelopes, key=lambda e: order.get(e.tool_call_id or "", len(order)))
+    ordered = sorted(envelopes, key=lambda e: order.get(e.tool_call_id or "", len(order)))
+    if ordered and _cut(message):
+        last = ordered[-1]
+        ordered[-1] = _envelope(run_id, last.tool_call_id, last.tool_name, None)
+    return ordered
 
 
 def _tool_message(envelope: ToolCallEnvelope, result: BoundaryResult) -> ToolMessage:
@@ -117,13 +180,18 @@ def tool_messages(boundary: ToolBoundary, context: RunContext, message: AIMessag
     """One ``ToolMessage`` per call of ``message``, valid and invalid, in order (CIS-ECO-4)."""
     return [
         _tool_message(envelope, boundary.invoke(context, envelope))
-        for envelope in envelopes_from_langchain(message, context.run_id)
+        for envelope in envelopes_from_langchain(message, context.run_id, request_bytes=_limit(boundary))
     ]
+
+
+def _limit(boundary: object) -> int | None:
+    limits = getattr(boundary, "limits", None)
+    return getattr(limits, "request_bytes", None)
 
 
 async def atool_messages(boundary: AnyBoundary, context: RunContext, message: AIMessage) -> list[ToolMessage]:
     """:func:`tool_messages` for asyncio: concurrent on an :class:`AsyncToolBoundary`."""
-    envelopes = envelopes_from_langchain(message, context.run_id)
+    envelopes = envelopes_from_langchain(message, context.run_id, request_bytes=_limit(boundary))
     results = await asyncio.gather(*(invoke(boundary, context, envelope) for envelope in envelopes))
     return [_tool_message(envelope, result) for envelope, result in zip(envelopes, results, strict=True)]
 
@@ -153,7 +221,8 @@ class BoundaryTool(BaseTool):
         self, call_arguments: object, call_id: object, config: RunnableConfig
     ) -> tuple[RunContext, ToolCallEnvelope]:
         context = resolve_run(self.run_source, config)
-        return context, _envelope(context.run_id, call_id, self.name, serialize_object(call_arguments))
+        arguments = serialize_object(call_arguments, _limit(self.boundary))
+        return context, _envelope(context.run_id, call_id, self.name, arguments)
 
     def _run(self, call_arguments: object, call_id: object, config: RunnableConfig, **_: Any) -> Any:
         if not isinstance(self.boundary, ToolBoundary):

@@ -29,8 +29,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import mcp_types
-from mcp.server.context import ServerRequestContext
+from ._extras import missing_extra
+
+try:
+    import mcp_types
+    from mcp.server.context import ServerRequestContext
+except ImportError as _error:  # the framework is an optional extra
+    raise missing_extra(__name__, "mcp", _error) from _error
 
 from ..kernel import RunContext, ToolCallEnvelope
 from ..providers import agent_text
@@ -87,7 +92,11 @@ def boundary_call_tool(
             run_id=run_id,
             tool_call_id=_text(meta, TOOL_CALL_ID_KEY),  # never ctx.request_id
             tool_name=params.name,
-            arguments="{}" if params.arguments is None else serialize_object(params.arguments),
+            arguments=(
+                "{}"
+                if params.arguments is None
+                else serialize_object(params.arguments, boundary.limits.request_bytes)
+            ),
         )
         result = await invoke(boundary, context, envelope)
         return mcp_types.CallToolResult(

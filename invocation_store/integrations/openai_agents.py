@@ -29,9 +29,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import FunctionTool
-from agents.models.fake_id import FAKE_RESPONSES_ID
-from agents.tool_context import ToolContext
+from ._extras import missing_extra
+
+try:
+    from agents import FunctionTool
+    from agents.models.fake_id import FAKE_RESPONSES_ID
+    from agents.tool_context import ToolContext
+except ImportError as _error:  # the framework is an optional extra
+    raise missing_extra(__name__, "openai-agents", _error) from _error
 
 from ..kernel import ToolCallEnvelope
 from ..providers import agent_text

@@ -31,9 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic_ai import RunContext as AgentRunContext
-from pydantic_ai import Tool
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from ._extras import missing_extra
+
+try:
+    from pydantic_ai import RunContext as AgentRunContext
+    from pydantic_ai import Tool
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+except ImportError as _error:  # the framework is an optional extra
+    raise missing_extra(__name__, "pydantic-ai", _error) from _error
 
 from ..kernel import ToolCallEnvelope
 from ..providers import agent_text
@@ -58,13 +63,13 @@ def _part(context: AgentRunContext[Any]) -> ToolCallPart | None:
     return None
 
 
-def _arguments(part: ToolCallPart | None, parsed: dict[str, Any]) -> str | None:
+def _arguments(part: ToolCallPart | None, parsed: dict[str, Any], request_bytes: int | None) -> str | None:
     args: object = parsed if part is None else part.args
     if args is None:
         return "{}"
     if isinstance(args, str):
         return args if args.strip() else "{}"  # pydantic-ai's own reading of an empty text
-    return serialize_object(args)
+    return serialize_object(args, request_bytes)
 
 
 def boundary_tool(
@@ -95,7 +100,7 @@ def boundary_tool(
             run_id=run_context.run_id,
             tool_call_id=tool_call_id or None,
             tool_name=name,
-            arguments=_arguments(_part(ctx), arguments),
+            arguments=_arguments(_part(ctx), arguments, boundary.limits.request_bytes),
         )
         return agent_text(await invoke(boundary, run_context, envelope))
 

@@ -17,13 +17,14 @@ from attrs import frozen
 from ._codes import ErrorCode
 from ._models import CanonicalRecord, InvocationStatus, Limits, RunState, RunStatus, check_now
 from ._sizes import record_bytes, utf8_len
-from ._state import Begin, Phase, _begin, phase_of
+from ._state import Begin, Phase, _begin, _created, phase_of
 
 __all__ = [
     "DUPLICATE_CODES",
     "Admission",
     "AdmissionRequest",
     "admit",
+    "charge",
     "check_begin",
     "check_request",
     "duplicate_code",
@@ -165,7 +166,7 @@ def admit(
         return ErrorCode.INVALID_ARGUMENTS
     if run.bytes_used + request_size > run.byte_budget:
         return ErrorCode.RUN_BYTES_EXHAUSTED
-    begin = Begin(
+    result = _created(  # the table's (ABSENT, Begin) row: live is None here
         run_id=request.run_id,
         tool_call_id=request.tool_call_id,
         tool_name=request.tool_name,
@@ -174,8 +175,9 @@ def admit(
         sequence=run.tool_calls_used + 1,
         ttl_ms=run.ttl_ms,
         now_ms=now_ms,
+        limits=limits,
+        request_bytes=request_size,
     )
-    result = _begin(begin, limits)  # the table's (ABSENT, Begin) row: live is None here
     if isinstance(result, ErrorCode):
         return result
     new_run = _run(
@@ -230,12 +232,28 @@ def check_begin(request: AdmissionRequest, limits: Limits) -> ErrorCode | None:
 def run_usage_after(run: RunState, before: CanonicalRecord, after: CanonicalRecord) -> RunState:
     """Charge the bytes a completion stored to the run's byte budget (CIS-RUN-6).
 
-    The charge is ``record_bytes(after) - record_bytes(before)`` when positive. It
-    never refuses a completion; it makes later admissions see the spend.
+    The charge is :func:`charge` (``record_bytes(after) - record_bytes(before)`` when
+    positive). It never refuses a completion; it makes later admissions see the spend.
+    """
+    return charged(run, charge(before, after))
+
+
+def charge(before: CanonicalRecord, after: CanonicalRecord) -> int:
+    """The UTF-8 bytes a completion ``before -> after`` adds to its run's ``bytes_used`` (CIS-RUN-6).
+
+    ``record_bytes(after) - record_bytes(before)`` when positive, else 0: the raw
+    response, agent result and scope the completion stored. Computed once per
+    completion and carried (kernel ``decide_completion`` gives it to the run and to
+    the effect).
     """
     delta = record_bytes(after) - record_bytes(before)
-    if delta <= 0:
+    return delta if delta > 0 else 0
+
+
+def charged(run: RunState, charge_bytes: int) -> RunState:
+    """``run`` with ``charge_bytes`` (>= 0) more bytes used; ``run`` itself when nothing is charged."""
+    if not charge_bytes:
         return run
     return _run(
-        run, status=run.status, tool_calls_used=run.tool_calls_used, bytes_used=run.bytes_used + delta
+        run, status=run.status, tool_calls_used=run.tool_calls_used, bytes_used=run.bytes_used + charge_bytes
     )

@@ -7,7 +7,7 @@ turns those decisions into *effects*, the complete list of writes a store makes 
 one operation, and answers every visibility question a store, the boundary, the
 stateful model or the oracle would otherwise answer inline:
 
-- :func:`is_live` / :func:`live` / :func:`remaining_ms`: a record or run is visible
+- :func:`is_live` / :func:`live` / :func:`remaining_ms` / :func:`lapsed`: a record or run is visible
   while ``now_ms < expires_at_ms``; at or after its expiry it reads as absent
   (CIS-TTL-4), and what it has left is ``expires_at_ms - now_ms``.
 - :func:`decide_completion`: the compare-and-set of a completion with its
@@ -33,11 +33,10 @@ from typing import Protocol, TypeVar
 
 from attrs import evolve, frozen
 
-from ._admission import AdmissionRequest, run_usage_after
+from ._admission import AdmissionRequest, charge, charged
 from ._codes import ERROR_MESSAGES, ErrorCode
 from ._ids import is_safe_id
 from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, RunState, check_now
-from ._sizes import record_bytes
 from ._state import CompareAndSet, decide_complete, is_well_formed
 
 __all__ = [
@@ -49,6 +48,7 @@ __all__ = [
     "failure_view",
     "is_live",
     "is_own_create",
+    "lapsed",
     "live",
     "remaining_ms",
     "sweep_candidates",
@@ -75,6 +75,18 @@ def is_live(value: _Expiring | None, now_ms: int) -> bool:
     return value is not None and check_now(now_ms) < value.expires_at_ms
 
 
+def lapsed(value: _Expiring, now_ms: int) -> bool:
+    """True if the stored ``value`` (a record or run state) has lapsed at ``now_ms``: it may be deleted.
+
+    The lapse rule (CIS-TTL-4): a stored value is deleted only when the store's own
+    clock (CIS-STORE-10) says it lapsed (``now_ms >= expires_at_ms``, the negation of
+    :func:`is_live`); a run's call and completed lists lapse with the run state, and
+    every record of a run lapses before the run itself (a record is created before the
+    run's deadline and lives ``ttl_ms``; the run state lives until deadline + ttl).
+    """
+    return not is_live(value, now_ms)
+
+
 def live(value: _T | None, now_ms: int) -> _T | None:
     """``value`` if it is live at ``now_ms`` (see :func:`is_live`), else ``None``."""
     return value if value is not None and check_now(now_ms) < value.expires_at_ms else None
@@ -97,7 +109,7 @@ def completion_charge(before: CanonicalRecord, after: CanonicalRecord) -> int:
     ``max(0, record_bytes(after) - record_bytes(before))``: the raw response, agent
     result and scope the completion stored. Never negative.
     """
-    return max(0, record_bytes(after) - record_bytes(before))
+    return charge(before, after)
 
 
 @frozen(kw_only=True)
@@ -146,12 +158,12 @@ def decide_completion(
     current = live(run, now_ms)
     if current is None or current.run_id != after.run_id:
         return Completion(action=decision, record=after, run=None, charge_bytes=0, append_done=False)
-    charge = completion_charge(before, after)
+    charge_bytes = charge(before, after)  # measured once: for the run and for the effect
     return Completion(
         action=decision,
         record=after,
-        run=run_usage_after(current, before, after),
-        charge_bytes=charge,
+        run=charged(current, charge_bytes),
+        charge_bytes=charge_bytes,
         append_done=after.terminal,
     )
 

@@ -30,11 +30,12 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 #: U+000A LF, U+000B VT, U+000C FF, U+000D CR and U+0020 SPACE. Nothing else counts,
 #: whatever a language's own notion of whitespace says (U+00A0 and U+3000 do not).
 BLANK_CODE_POINTS: Final = frozenset("\t\n\x0b\x0c\r ")
+_BLANK: Final = "".join(sorted(BLANK_CODE_POINTS))
 
 
 def is_blank(text: str) -> bool:
     """True if ``text`` is empty or consists only of :data:`BLANK_CODE_POINTS`."""
-    return all(char in BLANK_CODE_POINTS for char in str.__iter__(text))
+    return not str.strip(text, _BLANK)  # what is left after removing blank code points
 
 
 def is_safe_id(value: object) -> bool:

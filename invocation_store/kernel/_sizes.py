@@ -1,4 +1,11 @@
-"""UTF-8 byte sizing (CIS-SIZE-1). Sizes are measured, never truncated."""
+"""UTF-8 byte sizing (CIS-SIZE-1). Sizes are measured, never truncated.
+
+ASCII text (the common case) is its length, which Python keeps, so measuring it costs
+nothing; other text is encoded, so the kernel measures a value once per decision
+that needs it and carries the size on (admission measures the request once for the
+budget and the record limit; a completion's charge is computed once for the run and
+the effect). Pure functions: no cache, nothing kept between calls.
+"""
 
 from __future__ import annotations
 
@@ -57,16 +64,23 @@ def text_exceeds(text: str, limit: int) -> bool:
 
 
 def _n(text: str | None) -> int:
-    return 0 if text is None else text_bytes(text)
+    if text is None:
+        return 0
+    return str.__len__(text) if str.isascii(text) else text_bytes(text)
 
 
-def record_bytes(record: CanonicalRecord) -> int:
-    """Bytes a record stores (CIS-SIZE-5): ids, tool name, request, raw, result, scope."""
+def record_bytes(record: CanonicalRecord, request_bytes: int | None = None) -> int:
+    """Bytes a record stores (CIS-SIZE-5): ids, tool name, request, raw, result, scope.
+
+    The ids count their length (they are safe ids: ASCII); every other text its
+    :func:`text_bytes`. ``request_bytes``, when given, is the request's size already
+    measured by the caller (its ``text_bytes``), carried instead of measured again.
+    """
     return (
         len(record.run_id)
         + len(record.tool_call_id)
         + _n(record.tool_name)
-        + _n(record.request_json)
+        + (_n(record.request_json) if request_bytes is None else request_bytes)
         + _n(record.raw_response)
         + _n(record.agent_result)
         + _n(record.scope)

@@ -297,29 +297,61 @@ def check_event(event: Event) -> None:
 
 def _begin(event: Begin, limits: Limits) -> TransitionResult:
     check_event(event)
-    id_code = check_tool_call_id(event.tool_call_id)
-    if id_code is not None:
-        return id_code  # CIS-ID-6: no fallback id ever reaches a record
-    if not is_safe_id(event.run_id):
-        return ErrorCode.RUN_MISMATCH
-    record = CanonicalRecord(
+    return _created(
         run_id=event.run_id,
         tool_call_id=event.tool_call_id,
         tool_name=event.tool_name,
+        request_json=event.request_json,
         invocation_token=event.invocation_token,
         sequence=event.sequence,
+        ttl_ms=event.ttl_ms,
+        now_ms=event.now_ms,
+        limits=limits,
+    )
+
+
+def _created(
+    *,
+    run_id: str,
+    tool_call_id: str,
+    tool_name: str,
+    request_json: str,
+    invocation_token: str,
+    sequence: int,
+    ttl_ms: int,
+    now_ms: int,
+    limits: Limits,
+    request_bytes: int | None = None,
+) -> TransitionResult:
+    """The table's (ABSENT, Begin) row, from the event's fields (admission calls it without an event,
+    carrying the request's size it measured: ``request_bytes``, UTF-8 bytes).
+
+    The fields are in their domain: :func:`check_event` judged a Begin's, and
+    admission's come from a checked request and the run state (CIS-KERN-2).
+    """
+    id_code = check_tool_call_id(tool_call_id)
+    if id_code is not None:
+        return id_code  # CIS-ID-6: no fallback id ever reaches a record
+    if not is_safe_id(run_id):
+        return ErrorCode.RUN_MISMATCH
+    record = CanonicalRecord(
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        invocation_token=invocation_token,
+        sequence=sequence,
         status=InvocationStatus.PROJECTING,
         evidence_status=None,
         error_code=None,
-        request_json=event.request_json,
+        request_json=request_json,
         raw_response=None,
         agent_result=None,
         scope=None,
-        created_at_ms=event.now_ms,
-        updated_at_ms=event.now_ms,
-        expires_at_ms=event.now_ms + event.ttl_ms,
+        created_at_ms=now_ms,
+        updated_at_ms=now_ms,
+        expires_at_ms=now_ms + ttl_ms,
     )
-    if record_bytes(record) > limits.record_bytes:
+    if record_bytes(record, request_bytes) > limits.record_bytes:
         return ErrorCode.REQUEST_TOO_LARGE  # CIS-SIZE-5
     return record
 
@@ -577,7 +609,9 @@ def decide_complete(
     check_now(now_ms)
     if phase_of(stored, now_ms) is Phase.ABSENT or stored is None:
         return ErrorCode.INVALID_TRANSITION
-    if stored.invocation_token != before.invocation_token or _identity(stored) != _identity(before):
+    if stored.invocation_token != before.invocation_token or (
+        stored is not before and _identity(stored) != _identity(before)
+    ):
         # Another invocation, or a ``before`` that is not the stored record: writing
         # would let a caller move the expiry or rewrite the request (CIS-TTL-2).
         return ErrorCode.INVALID_TRANSITION

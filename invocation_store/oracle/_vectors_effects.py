@@ -466,6 +466,18 @@ _NOT_IN_A_VIEW: Final = frozenset(
 )
 
 
+def _raw_held() -> CanonicalRecord:
+    return step(awaiting_raw(), RawReceived(raw_response="RAW 1", now_ms=NOW + 1))
+
+
+#: (label, description, record, include_raw) of each read view.
+READ_VIEW_CASES: Final[tuple[tuple[str, str, Callable[[], CanonicalRecord], bool], ...]] = (
+    ("with-raw", "raw asked for: the record as stored", _raw_held, True),
+    ("without-raw", "raw left out: raw_response is null, every other field as stored", _raw_held, False),
+    ("none-stored", "no raw response stored: the record as stored either way", awaiting_raw, False),
+)
+
+
 def _view_vectors() -> list[dict[str, Any]]:
     vectors = [
         _effect("agent_view", label, ["CIS-BND-4", "CIS-ERR-1"], description, record=record_json(record()))
@@ -474,6 +486,17 @@ def _view_vectors() -> list[dict[str, Any]]:
     vectors += [
         _effect("failure_view", label, requirements, description, code=code, tool_call_id=tool_call_id)
         for label, description, requirements, code, tool_call_id in FAILURE_VIEW_CASES
+    ]
+    vectors += [
+        _effect(
+            "read_view",
+            label,
+            ["CIS-PROG-5", "CIS-REC-3"],
+            description,
+            record=record_json(record()),
+            include_raw=include_raw,
+        )
+        for label, description, record, include_raw in READ_VIEW_CASES
     ]
     for label, description, record in WELL_FORMED_CASES:
         if label in _NOT_IN_A_VIEW:
@@ -515,8 +538,9 @@ def effect_documents() -> dict[str, dict[str, Any]]:
             {"vectors": [*_completion_vectors(), *_reader_vectors()]},
         ),
         "views.json": document(
-            "What a reader may see: `agent_view` (the agent's view of a terminal record), "
-            "`failure_view` (of a refusal: code, fixed message, the id only if safe) and "
+            "What a reader may see: `agent_view` (the agent's view of a record), "
+            "`failure_view` (of a refusal: code, fixed message, the id only if safe), "
+            "`read_view` (what a read returns with and without the raw response) and "
             "`well_formed_view` (whether a progress read's nine-field view is well formed).",
             ["CIS-BND-4", "CIS-ERR-1", "CIS-PERF-3", "CIS-STORE-6", "CIS-SPEC-3"],
             {"vectors": _view_vectors()},

@@ -29,6 +29,7 @@ from attrs import evolve
 from .. import codec
 from ..kernel import (
     FAILURE_CODES,
+    MAX_SAFE_INT,
     PREFLIGHT_ORDER,
     RUN_TRANSITIONS,
     TRANSITIONS,
@@ -415,6 +416,14 @@ OPEN_CASES: Final[tuple[OpenCase, ...]] = (
         run_state,
         _LAPSED,
         {"deadline_ms": _LAPSED + 1000},
+    ),
+    OpenCase(
+        "at-the-largest-time",
+        ["CIS-RUN-1"],
+"now = 2^53 - 1: a time in range, so the run opens (already lapsed: deadline 0, ttl 1)",
+        lambda: None,
+        MAX_SAFE_INT,
+        {"deadline_ms": 0, "ttl_ms": 1},
     ),
     OpenCase(
         "unsafe-id", ["CIS-RUN-1", "CIS-ID-1"], "an unsafe run id", lambda: None, NOW, {"run_id": "run 1"}

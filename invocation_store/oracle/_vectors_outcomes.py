@@ -50,6 +50,7 @@ from ..kernel import (
     is_own_create,
     is_well_formed,
     is_well_formed_view,
+    lapsed,
     lifetime_is_intact,
     live,
     open_run,
@@ -58,6 +59,7 @@ from ..kernel import (
     remaining_ms,
     sweep_candidates,
     transition,
+    without_raw,
 )
 from ._vectors_fixtures import (
     limits_from_json,
@@ -191,6 +193,7 @@ def preflight_outcome(inputs: dict[str, Any]) -> dict[str, Any]:
     return {
         "code": None,
         "replayed": admission.replayed,
+        "append_call": admission.append_call,
         "run": run_json(admission.run),
         "record": record_json(admission.record),
     }
@@ -286,8 +289,9 @@ class _Expiring:
 def liveness_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     """``{"live": now < expires_at_ms, "remaining_ms": expires_at_ms - now or null}`` (CIS-TTL-4).
 
-    The kernel spells the one expiry rule three ways (``is_live``, ``live``,
-    ``remaining_ms``); all three are asked, and a disagreement is a kernel fault.
+    The kernel spells the one expiry rule four ways (``is_live``, ``live``,
+    ``remaining_ms``, and ``lapsed`` for a stored value, CIS-TTL-4's deletion rule); all
+    are asked, and a disagreement is a kernel fault.
     """
     value = vector["value"]
     subject = None if value is None else _Expiring(value["expires_at_ms"])
@@ -295,6 +299,8 @@ def liveness_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     answer = is_live(subject, now)
     if (live(subject, now) is not None) != answer:
         raise AssertionError("live() and is_live() disagree")
+    if subject is not None and lapsed(subject, now) == answer:
+        raise AssertionError("lapsed() is not the negation of is_live()")
     return {"live": answer, "remaining_ms": remaining_ms(subject, now)}
 
 
@@ -352,6 +358,13 @@ def _progress_view_from_json(obj: dict[str, Any]) -> ProgressView:
     return ProgressView(**values)
 
 
+def read_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
+    """The record a read returns, with or without the raw response (CIS-PROG-5, kernel ``without_raw``)."""
+    record = record_from_json(vector["record"])
+    assert record is not None
+    return {"record": record_json(record if vector["include_raw"] else without_raw(record))}
+
+
 def well_formed_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     """Whether a progress read's view of a record is well formed (CIS-PERF-3, CIS-STORE-6)."""
     return {"well_formed": is_well_formed_view(_progress_view_from_json(vector["view"]))}
@@ -376,6 +389,7 @@ RUNNERS: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "agent_view": agent_view_outcome,
     "failure_view": failure_view_outcome,
     "well_formed_view": well_formed_view_outcome,
+    "read_view": read_view_outcome,
 }
 
 

@@ -9,7 +9,10 @@ One module per provider API: :mod:`~invocation_store.providers.openai_chat`
   ``envelopes_from_<provider>(turn, run_id)`` for every call of a model turn, in
   the provider's order. They accept the SDK's typed objects, their dumps, JSON text
   and the natural sub-objects; anything else raises ``TypeError``/``ValueError``
-  (see :mod:`invocation_store.providers._common`). Ids are kept byte for byte; a
+  (see :mod:`invocation_store.providers._common`): another provider's object names
+  the parser to use, a streamed piece asks to be accumulated first
+  (:mod:`invocation_store.providers._shapes`), and every call item gets an envelope.
+  Object arguments are measured against ``request_bytes`` while serialized. Ids are kept byte for byte; a
   missing id stays missing (MISSING_TOOL_CALL_ID), never generated (CIS-ID-2,
   CIS-ID-4, CIS-ID-6);
 - a builder of the tool-result message the provider expects from the envelope and
@@ -42,6 +45,8 @@ from .openai_chat import envelope_from_openai_chat, envelopes_from_openai_chat, 
 from .openai_responses import (
     envelope_from_openai_responses,
     envelopes_from_openai_responses,
+    openai_responses_call_outputs,
+    openai_responses_call_types,
     openai_responses_function_call_output,
 )
 
@@ -65,6 +70,8 @@ __all__ = [
     "gemini_function_response",
     "gemini_function_responses_content",
     "openai_chat_tool_message",
+    "openai_responses_call_outputs",
+    "openai_responses_call_types",
     "openai_responses_function_call_output",
     "transcript_format",
 ]

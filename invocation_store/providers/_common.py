@@ -25,10 +25,15 @@ raise and never a dropped item.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from json.encoder import encode_basestring
+from typing import Any
 
-from ..kernel import ToolCallEnvelope
-from ..kernel._ijson import DuplicateMembers, load_document, violates_ijson
+from ..kernel import Limits, ToolCallEnvelope
+from ..kernel._ijson import DuplicateMembers, load_document
+
+_ENCODE_STRING = encode_basestring
 
 __all__ = [
     "DuplicateMembers",
@@ -37,6 +42,7 @@ __all__ = [
     "get",
     "identifier",
     "items",
+    "oversized_text",
     "plain",
     "plain_item",
     "serialize_object",
@@ -153,22 +159,178 @@ def text(value: object) -> str | None:
     return str.__str__(value) if issubclass(type(value), str) else None
 
 
-def serialize_object(value: object) -> str | None:
-    """Deterministic JSON text of an object-valued argument set, or None (CIS-PRE-7, CIS-ECO-2).
+#: The request limit parsers measure object arguments against when not told one: the
+#: kernel's default ``Limits().request_bytes`` (256 KiB of UTF-8).
+DEFAULT_REQUEST_BYTES: int = Limits().request_bytes
 
-    ``json.dumps(sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-    allow_nan=False)``; None for a non-object, and for any I-JSON violation
-    anywhere inside (duplicate member name, NaN/Infinity, lone surrogate, depth
-    over 64, a value of no JSON type).
+
+def serialize_object(value: object, request_bytes: int | None = None, max_depth: int = 64) -> str | None:
+    """Deterministic JSON text of an object-valued argument set, measured as it is written.
+
+    CIS-PRE-7, CIS-ECO-2, CIS-SIZE-2.
+
+    The text is what ``json.dumps(value, sort_keys=True, ensure_ascii=False,
+    separators=(",", ":"), allow_nan=False)`` would give, written piece by piece while
+    its UTF-8 size is counted. Returns:
+
+    - the whole text, for an I-JSON object of at most ``request_bytes`` bytes
+      (default :data:`DEFAULT_REQUEST_BYTES`; pass the boundary's
+      ``limits.request_bytes``);
+    - as soon as the count passes ``request_bytes``: :func:`oversized_text` (more
+      than ``request_bytes`` bytes, an unclosed object that can never parse), so
+      preflight answers REQUEST_TOO_LARGE and nothing past the limit is walked, copied
+      or kept: time and memory are bounded by the limit, not by the input;
+    - None for a non-object, and for an I-JSON violation met before the limit
+      (duplicate member name, NaN/Infinity, a lone surrogate, depth over
+      ``max_depth``, a member name that is not a string, an integer past Python's
+      conversion limit, a value of no JSON type): INVALID_ARGUMENTS.
+
+    Members are written in sorted order, so which of the two refusals a call meets
+    (both before any record or execution) is decided by that fixed order.
     """
-    if not isinstance(value, Mapping) or violates_ijson(value):
+    limit = DEFAULT_REQUEST_BYTES if request_bytes is None else request_bytes
+    if not isinstance(value, Mapping) or isinstance(value, DuplicateMembers):
         return None
     try:
-        return json.dumps(
-            dict(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        )
-    except Exception:  # noqa: BLE001 - unserializable input is INVALID_ARGUMENTS, never a raise
+        top: dict[object, object] = dict(value)
+    except Exception:  # noqa: BLE001 - an unreadable mapping is INVALID_ARGUMENTS, never a raise
         return None
+    writer = _MeasuredWriter(limit, max_depth)
+    try:
+        writer.write(top)
+    except _OversizeError:
+        return oversized_text(limit)
+    except _ViolationError:
+        return None
+    return "".join(writer.pieces)
+
+
+def oversized_text(limit: int) -> str:
+    """A text of ``limit + 1`` bytes that can never parse (an unclosed object): what a
+    parser hands preflight for arguments past the limit, so that it answers
+    REQUEST_TOO_LARGE without the real text ever being built (CIS-SIZE-2)."""
+    return "{" + " " * limit
+
+
+class _OversizeError(Exception):
+    """Internal: the text passed the limit."""
+
+
+class _ViolationError(Exception):
+    """Internal: the value breaks an I-JSON rule."""
+
+
+class _MeasuredWriter:
+    """Writes one value as compact, key-sorted JSON into ``pieces``, counting UTF-8 bytes.
+
+    Iterative (a stack of open containers, each read lazily), so no depth raises
+    ``RecursionError`` and nothing past the limit is visited; a cycle is refused as too
+    deep. A container whose member count alone passes the limit (each member needs at
+    least 2 bytes with its separator) is refused before it is read or sorted, and a
+    string is measured by its length before it is escaped, so one that alone passes
+    the limit is never copied.
+    """
+
+    def __init__(self, limit: int, max_depth: int) -> None:
+        self.limit = limit
+        self.max_depth = max_depth
+        self.size = 0
+        self.pieces: list[str] = []
+
+    def _add(self, piece: str) -> None:
+        if piece.isascii():
+            self.size += len(piece)
+        else:
+            try:
+                self.size += len(piece.encode("utf-8"))
+            except UnicodeEncodeError:  # a lone surrogate (CIS-JSON-4)
+                raise _ViolationError from None
+        if self.size > self.limit:
+            raise _OversizeError
+        self.pieces.append(piece)
+
+    def _string(self, text: str) -> None:
+        # Escaping only lengthens a string and every code point is at least one byte.
+        if self.size + str.__len__(text) + 2 > self.limit:
+            raise _OversizeError
+        self._add(_encode_string(text))
+
+    def write(self, value: object) -> None:
+        # Each frame: (members left to write, closing bracket, depth, is an object).
+        stack: list[tuple[Iterator[Any], str, int, bool]] = []
+        self._value(value, 1, stack)
+        while stack:
+            members, closing, depth, is_object = stack[-1]
+            member: Any = next(members, _END)
+            if member is _END:
+                stack.pop()
+                self._add(closing)
+                continue
+            index: int = member[0]
+            child: object
+            if index:
+                self._add(",")
+            if is_object:
+                key, child = member[1]
+                self._string(key)
+                self._add(":")
+            else:
+                child = member[1]
+            self._value(child, depth + 1, stack)
+
+    def _value(self, node: object, depth: int, stack: list[tuple[Iterator[Any], str, int, bool]]) -> None:
+        if isinstance(node, str):
+            self._string(node)
+        elif node is None:
+            self._add("null")
+        elif node is True:
+            self._add("true")
+        elif node is False:
+            self._add("false")
+        elif isinstance(node, int):
+            try:
+                self._add(int.__repr__(node))
+            except ValueError:  # past the int-conversion limit (CIS-JSON-6)
+                raise _ViolationError from None
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                raise _ViolationError
+            self._add(float.__repr__(node))
+        elif isinstance(node, dict):
+            if depth > self.max_depth or isinstance(node, DuplicateMembers):
+                raise _ViolationError
+            if self.size + 2 * len(node) > self.limit:
+                raise _OversizeError  # '"":0,' per member at the least
+            if any(type(key) is not str for key in node):
+                raise _ViolationError
+            self._add("{")
+            members = sorted(node.items(), key=_first)
+            stack.append((enumerate(members), "}", depth, True))
+        elif isinstance(node, list | tuple):
+            if depth > self.max_depth:
+                raise _ViolationError
+            if self.size + len(node) > self.limit:
+                raise _OversizeError
+            self._add("[")
+            stack.append((enumerate(node), "]", depth, False))
+        else:
+            raise _ViolationError  # no JSON type
+
+
+_END = object()
+
+
+def _first(pair: tuple[str, object]) -> str:
+    return pair[0]
+
+
+def _encode_string(text: str) -> str:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _ViolationError from None
+    return _ENCODE_STRING(text)
 
 
 def envelope(

@@ -33,20 +33,24 @@ class TranscriptFormat:
     document has this shape. ``call_items(document)``: every tool-call item in
     transcript order; raises :class:`TranscriptShapeError` for a malformed
     structure (a malformed *item* is yielded, for preflight to answer).
-    ``envelope(item, run_id)``: the envelope of one item.
+    ``envelope(item, run_id, request_bytes)``: the envelope of one item, object
+    arguments measured against ``request_bytes`` UTF-8 bytes (None: the kernel's
+    default), as the parsers do.
     """
 
     name: str
     detect: Callable[[Mapping[str, Any]], bool]
     call_items: Callable[[Mapping[str, Any]], Iterator[object]]
-    envelope: Callable[[object, str], ToolCallEnvelope]
+    envelope: Callable[[object, str, int | None], ToolCallEnvelope]
 
-    def envelopes_from_transcript(self, transcript: object, run_id: str) -> list[ToolCallEnvelope]:
+    def envelopes_from_transcript(
+        self, transcript: object, run_id: str, *, request_bytes: int | None = None
+    ) -> list[ToolCallEnvelope]:
         """Every call of ``transcript`` (JSON text, or the decoded object) as an envelope, in order."""
         decoded = document(transcript, f"a {self.name} transcript (a JSON object)")
         if not isinstance(decoded, Mapping):
             raise ValueError(f"a {self.name} transcript is a JSON object, not an array")
-        return [self.envelope(item, run_id) for item in self.call_items(decoded)]
+        return [self.envelope(item, run_id, request_bytes) for item in self.call_items(decoded)]
 
 
 def messages(transcript: Mapping[str, Any]) -> list[Any]:

@@ -17,6 +17,7 @@ from ..kernel import ToolCallEnvelope
 from ._common import document, envelope, get, items, plain_item, serialize_object
 from ._formats import TranscriptFormat, TranscriptShapeError, has_block, messages
 from ._results import agent_text, checked_pair, required_id
+from ._shapes import ANTHROPIC, recognise, wrong_provider
 
 if TYPE_CHECKING:
     from ..boundary import BoundaryResult
@@ -33,52 +34,87 @@ _ONE = "one Anthropic tool_use block (a ToolUseBlock, its dict or JSON text)"
 _MANY = "a Message, its content list or one content block (typed objects, their dicts or JSON text)"
 
 
-def _call(block: object, run_id: str) -> ToolCallEnvelope:
+def _call(block: object, run_id: str, request_bytes: int | None = None) -> ToolCallEnvelope:
     kind = get(block, "type")
-    arguments = serialize_object(get(block, "input")) if kind == "tool_use" else None
+    arguments = serialize_object(get(block, "input"), request_bytes) if kind == "tool_use" else None
     return envelope(run_id, get(block, "id"), get(block, "name"), arguments, block)
 
 
 def _is_block(block: Mapping[str, Any]) -> bool:
-    """True for a content block: a string ``type`` that is no OpenAI item type
-    (``function``, ``function_call``, ``message``, ``*_call``)."""
+    """True for a content block: a string ``type`` on an object no other provider claims."""
     kind = get(block, "type")
-    return isinstance(kind, str) and kind not in ("function", "message") and not kind.endswith("_call")
+    if not isinstance(kind, str):
+        return False
+    shape = recognise(block)
+    return shape is None or shape.provider == ANTHROPIC
 
 
-def envelope_from_anthropic(block: object, run_id: str) -> ToolCallEnvelope:
+def _own(data: Mapping[str, Any]) -> None:
+    """Raise for another provider's shape, a stream event, or an unfinished Message."""
+    shape = recognise(data)
+    if shape is not None and (shape.provider != ANTHROPIC or shape.stream):
+        if shape.stream and shape.provider == ANTHROPIC:
+            raise ValueError(f"this is {shape.what}: {_ACCUMULATE}")
+        raise wrong_provider(shape)
+    if "stop_reason" in data and get(data, "stop_reason") is None and get(data, "type") == "message":
+        raise ValueError(f"this Message has no stop_reason yet (an unfinished stream): {_ACCUMULATE}")
+
+
+_ACCUMULATE = (
+    "accumulate the stream first (client.messages.stream(...).get_final_message()), "
+    "then pass the finished Message"
+)
+#: Stop reasons after which the last block may be cut short: its tool_use is not run.
+_CUT = frozenset({"max_tokens", "model_context_window_exceeded"})
+
+
+def envelope_from_anthropic(
+    block: object, run_id: str, *, request_bytes: int | None = None
+) -> ToolCallEnvelope:
     """One Anthropic Messages ``tool_use`` content block (CIS-PRE-7, CIS-ECO-1, CIS-ECO-2).
 
-    ``block``: a ``ToolUseBlock``, its dump or its JSON text. A non-object input, an
-    input breaking I-JSON anywhere inside, or a block of another type gets
-    ``arguments=None`` (INVALID_ARGUMENTS). Raises ``TypeError``/``ValueError`` for
-    anything that is not one block object (a whole Message included: use
-    :func:`envelopes_from_anthropic`).
+    ``block``: a ``ToolUseBlock``, its dump or its JSON text. ``input`` is serialized
+    while measured against ``request_bytes`` (default the kernel's; pass the
+    boundary's ``limits.request_bytes``): past it the walk stops and preflight
+    answers REQUEST_TOO_LARGE. A non-object input, an input breaking I-JSON, or a
+    block of another type gets ``arguments=None`` (INVALID_ARGUMENTS). Raises
+    ``ValueError`` for another provider's object (naming its parser), a stream event,
+    a whole Message (use :func:`envelopes_from_anthropic`); ``TypeError`` for a
+    non-object.
     """
     data = document(block, _ONE)
     if not isinstance(data, Mapping):
         raise ValueError(f"expected {_ONE}; got a list")
+    _own(data)
     if "role" in data or get(data, "type") == "message":
         raise ValueError(f"expected {_ONE}; got a Message (use envelopes_from_anthropic)")
-    return _call(data, run_id)
+    return _call(data, run_id, request_bytes)
 
 
-def envelopes_from_anthropic(message: object, run_id: str) -> list[ToolCallEnvelope]:
+def envelopes_from_anthropic(
+    message: object, run_id: str, *, request_bytes: int | None = None
+) -> list[ToolCallEnvelope]:
     """Every ``tool_use`` block of an assistant turn, in order (CIS-PRE-7, CIS-ECO-1).
 
     Accepts a ``Message`` (``{"content": [...]}``), its content list, or one block,
     as typed objects, dicts or JSON text. Text, thinking and server-side tool blocks
-    (``server_tool_use``) are skipped; a string ``content`` has no calls. Raises
-    ``ValueError`` for a block that is not an object or an object of another shape,
+    (``server_tool_use``) are skipped; a string ``content`` has no calls. A Message
+    that stopped on ``max_tokens`` (or the context window) may end in a cut
+    ``tool_use``: that last block gets ``arguments=None`` (INVALID_ARGUMENTS), never
+    run, still answered. Raises ``ValueError`` for a Message without
+    ``stop_reason`` (a stream snapshot), a stream event or a list of them
+    ("accumulate the stream first"), another provider's object or a list of them
+    (naming its parser), a block that is not an object with a type;
     ``TypeError`` for a non-object.
     """
     data = document(message, _MANY)
+    cut = False
     if isinstance(data, Mapping):
-        if {"tool_calls", "choices", "output", "candidates", "parts"} & data.keys():
-            raise ValueError(f"expected {_MANY}; got an object of another API")
+        _own(data)
         if "content" in data and ("role" in data or get(data, "type") == "message" or "type" not in data):
             content = get(data, "content")
             blocks = [] if isinstance(content, str) else items(content, "'content'")
+            cut = get(data, "stop_reason") in _CUT
         elif _is_block(data):
             blocks = [data]
         else:
@@ -86,12 +122,22 @@ def envelopes_from_anthropic(message: object, run_id: str) -> list[ToolCallEnvel
     else:
         blocks = data
     calls = []
-    for raw in blocks:
+    for index, raw in enumerate(blocks):
         block = plain_item(raw)
+        if isinstance(block, Mapping):
+            _own(block)
         if not isinstance(block, Mapping) or not _is_block(block):
             raise ValueError("an Anthropic content block is not an object with a block type")
         if get(block, "type") == "tool_use":
-            calls.append(_call(block, run_id))
+            found = _call(block, run_id, request_bytes)
+            if cut and index == len(blocks) - 1:
+                found = ToolCallEnvelope(
+                    run_id=found.run_id,
+                    tool_call_id=found.tool_call_id,
+                    tool_name=found.tool_name,
+                    arguments=None,
+                )
+            calls.append(found)
     return calls
 
 

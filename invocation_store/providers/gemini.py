@@ -13,7 +13,7 @@ a response by name (and id when there is one).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..kernel import ToolCallEnvelope
@@ -21,6 +21,7 @@ from ..kernel._ijson import DuplicateMembers
 from ._common import document, envelope, get, items, plain_item, serialize_object
 from ._formats import TranscriptFormat, TranscriptShapeError
 from ._results import agent_payload, checked_pair
+from ._shapes import GEMINI, GEMINI_CALL_FIELDS, GEMINI_PART_FIELDS, recognise, wrong_provider
 
 if TYPE_CHECKING:
     from ..boundary import BoundaryResult
@@ -38,15 +39,6 @@ _MANY = (
     "a GenerateContentResponse, a Content, a list of parts or FunctionCalls, or one part "
     "(typed objects, their dicts or JSON text)"
 )
-#: Keys by which a mapping is known to be a Part (camelCase and the SDK's snake_case).
-_PART_KEYS = frozenset(
-    {
-        "text", "thought", "thought_signature", "thoughtSignature", "inline_data", "inlineData",
-        "file_data", "fileData", "function_response", "functionResponse", "executable_code",
-        "executableCode", "code_execution_result", "codeExecutionResult", "video_metadata",
-        "videoMetadata",
-    }
-)  # fmt: skip
 
 
 def _function_call(part: object) -> object:
@@ -56,76 +48,140 @@ def _function_call(part: object) -> object:
 
 
 def _is_function_call(data: Mapping[str, Any]) -> bool:
-    """A bare FunctionCall object (``response.function_calls[i]``), not a part."""
-    return "name" in data and not ({"functionCall", "function_call"} & data.keys())
+    """A bare FunctionCall object (``response.function_calls[i]``): ``name`` and only
+    FunctionCall fields, no ``type`` (which every OpenAI and Anthropic call has)."""
+    return "name" in data and set(data.keys()) <= GEMINI_CALL_FIELDS
 
 
-def _call(part: object, run_id: str) -> ToolCallEnvelope:
+def _is_part(data: Mapping[str, Any]) -> bool:
+    """A Part: no ``type`` tag, and at least one Part field."""
+    return "type" not in data and bool(set(data.keys()) & GEMINI_PART_FIELDS)
+
+
+def _unfinished(call: object) -> bool:
+    """A streamed FunctionCall whose arguments are still arriving (``partial_args`` or
+    ``will_continue``)."""
+    partial = get(call, "partial_args")
+    if partial is None:
+        partial = get(call, "partialArgs")
+    more = get(call, "will_continue")
+    if more is None:
+        more = get(call, "willContinue")
+    return bool(partial) or more is True
+
+
+def _call(part: object, run_id: str, request_bytes: int | None = None) -> ToolCallEnvelope:
     call = part if isinstance(part, Mapping) and _is_function_call(part) else _function_call(part)
+    if _unfinished(call):
+        raise ValueError(f"this FunctionCall is unfinished (partial_args / will_continue): {_ACCUMULATE}")
     args = get(call, "args")
-    arguments = "{}" if args is None and isinstance(call, Mapping) else serialize_object(args)
+    arguments = "{}" if args is None and isinstance(call, Mapping) else serialize_object(args, request_bytes)
     if isinstance(call, DuplicateMembers):
         arguments = None
     return envelope(run_id, get(call, "id"), get(call, "name"), arguments, part)
 
 
-def envelope_from_gemini(part: object, run_id: str) -> ToolCallEnvelope:
+_ACCUMULATE = (
+    "accumulate the stream first (join each call's partial_args until will_continue is false), "
+    "then pass the finished FunctionCall"
+)
+
+
+def _own(data: Mapping[str, Any]) -> None:
+    """Raise for another provider's shape (naming its parser)."""
+    shape = recognise(data)
+    if shape is not None and shape.provider != GEMINI:
+        raise wrong_provider(shape)
+
+
+def envelope_from_gemini(part: object, run_id: str, *, request_bytes: int | None = None) -> ToolCallEnvelope:
     """One Gemini ``functionCall`` part, or a bare ``FunctionCall`` (CIS-PRE-7, CIS-ECO-1, CIS-ECO-2).
 
-    Args that are not an object, or break I-JSON anywhere inside, get
-    ``arguments=None`` (INVALID_ARGUMENTS). Raises ``TypeError``/``ValueError`` for
-    anything that is not one part or call object (a whole response or Content
-    included: use :func:`envelopes_from_gemini`).
+    ``args`` are serialized while measured against ``request_bytes`` (default the
+    kernel's; pass the boundary's ``limits.request_bytes``): past it the walk stops
+    and preflight answers REQUEST_TOO_LARGE. Args that are not an object, or break
+    I-JSON, get ``arguments=None`` (INVALID_ARGUMENTS). Raises ``ValueError`` for an
+    unfinished streamed call (``partial_args``/``will_continue``: "accumulate the
+    stream first"), another provider's object (naming its parser), a whole response
+    or Content (use :func:`envelopes_from_gemini`); ``TypeError`` for a non-object.
     """
     data = document(part, _ONE)
     if not isinstance(data, Mapping):
         raise ValueError(f"expected {_ONE}; got a list")
-    if "candidates" in data or "parts" in data:
+    _own(data)
+    if "candidates" in data or "parts" in data or "contents" in data:
         raise ValueError(f"expected {_ONE}; got a response or Content (use envelopes_from_gemini)")
-    return _call(data, run_id)
+    return _call(data, run_id, request_bytes)
 
 
-def envelopes_from_gemini(response: object, run_id: str) -> list[ToolCallEnvelope]:
+def _parts_of_response(data: Mapping[str, Any]) -> Sequence[object]:
+    candidates = items(get(data, "candidates"), "'candidates'")
+    if not candidates:
+        return ()
+    content = get(plain_item(candidates[0]), "content")
+    if content is None:
+        return ()  # a candidate blocked by safety settings has no content
+    if not isinstance(content, Mapping):
+        raise ValueError("'candidates[0].content' is not an object")
+    return items(get(content, "parts"), "'parts'")
+
+
+def envelopes_from_gemini(
+    response: object, run_id: str, *, request_bytes: int | None = None
+) -> list[ToolCallEnvelope]:
     """Every function call of a model turn, in order (CIS-PRE-7, CIS-ECO-1).
 
-    Accepts a ``GenerateContentResponse`` (candidate 0), a ``Content``
-    (``{"role": "model", "parts": [...]}``), a list of parts or of ``FunctionCall``
-    objects (``response.function_calls``), or one part, as typed objects, dicts or
-    JSON text. Parts without a function call (text, thoughts) are skipped. Raises
-    ``ValueError`` for a part that is not an object or an object of another shape,
-    ``TypeError`` for a non-object.
+    Accepts a ``GenerateContentResponse`` (candidate 0), a list of them (the chunks
+    of ``generate_content_stream``, read in order: each chunk's calls are whole
+    unless marked unfinished), a ``Content`` (``{"role": "model", "parts":
+    [...]}``), a list of parts or of ``FunctionCall`` objects
+    (``response.function_calls``), or one part, as typed objects, dicts or JSON text.
+    Parts without a function call (text, thoughts) are skipped. Raises
+    ``ValueError`` for an unfinished streamed call (``partial_args`` /
+    ``will_continue``: "accumulate the stream first"), a list of Contents or a
+    request's ``contents`` (a conversation: pass the model's turn), another
+    provider's object or a list of them (naming its parser), a part that is not an
+    object with a Part field; ``TypeError`` for a non-object.
     """
     data = document(response, _MANY)
     if isinstance(data, Mapping):
+        _own(data)
+        if "contents" in data:
+            raise ValueError("this is a Gemini request's contents (a conversation): pass the model's Content")
         if "candidates" in data:
-            candidates = items(get(data, "candidates"), "'candidates'")
-            if not candidates:
-                return []
-            content = get(plain_item(candidates[0]), "content")
-            if content is None:
-                return []  # a candidate blocked by safety settings has no content
-            if not isinstance(content, Mapping):
-                raise ValueError("'candidates[0].content' is not an object")
-            data = content
-        if "parts" in data:
+            parts: Sequence[object] = _parts_of_response(data)
+        elif "parts" in data:
             parts = items(get(data, "parts"), "'parts'")
-        elif (
-            {"functionCall", "function_call"} & data.keys()
-            or _PART_KEYS & data.keys()
-            or _is_function_call(data)
-        ):
+        elif _is_part(data) or _is_function_call(data):
             parts = [data]
         else:
             raise ValueError(f"expected {_MANY}; got an object of another shape")
     else:
-        parts = data
+        plain_parts = [plain_item(raw) for raw in data]
+        for part in plain_parts:
+            if isinstance(part, Mapping):
+                _own(part)
+        if plain_parts and all(isinstance(p, Mapping) and "candidates" in p for p in plain_parts):
+            chunks: list[ToolCallEnvelope] = []
+            for chunk in plain_parts:
+                assert isinstance(chunk, Mapping)
+                chunks.extend(_envelopes(_parts_of_response(chunk), run_id, request_bytes))
+            return chunks
+        if any(isinstance(p, Mapping) and ("parts" in p or "candidates" in p) for p in plain_parts):
+            raise ValueError("this is a list of Contents (a conversation): pass the model's Content")
+        parts = plain_parts
+    return _envelopes(parts, run_id, request_bytes)
+
+
+def _envelopes(parts: Sequence[object], run_id: str, request_bytes: int | None) -> list[ToolCallEnvelope]:
     calls = []
     for raw in parts:
         part = plain_item(raw)
-        if not isinstance(part, Mapping):
-            raise ValueError("a Gemini part is not an object")
+        if not isinstance(part, Mapping) or not (_is_part(part) or _is_function_call(part)):
+            raise ValueError("a Gemini part is not an object with a Part field")
+        _own(part)
         if _is_function_call(part) or _function_call(part) is not None:
-            calls.append(_call(part, run_id))
+            calls.append(_call(part, run_id, request_bytes))
     return calls
 
 

@@ -16,6 +16,7 @@ from ..kernel._ijson import DuplicateMembers
 from ._common import document, envelope, get, items, plain_item, text
 from ._formats import TranscriptFormat, TranscriptShapeError, messages
 from ._results import agent_text, checked_pair, required_id
+from ._shapes import CHAT, recognise, wrong_provider
 
 if TYPE_CHECKING:
     from ..boundary import BoundaryResult
@@ -34,8 +35,13 @@ _MANY = (
 )
 
 
-def _call(item: object, run_id: str) -> ToolCallEnvelope:
+def _call(item: object, run_id: str, request_bytes: int | None = None) -> ToolCallEnvelope:
+    """One tool call's envelope (``request_bytes`` is unused: Chat arguments are text)."""
+    del request_bytes
     kind = get(item, "type")
+    if kind == "custom":
+        # A custom tool's free-form input is no JSON object: INVALID_ARGUMENTS, answered.
+        return envelope(run_id, get(item, "id"), get(get(item, "custom"), "name"), None, item)
     function = get(item, "function")
     arguments = text(get(function, "arguments")) if kind in (None, "function") else None
     if isinstance(function, DuplicateMembers):
@@ -43,19 +49,44 @@ def _call(item: object, run_id: str) -> ToolCallEnvelope:
     return envelope(run_id, get(item, "id"), get(function, "name"), arguments, item)
 
 
+def _legacy_call(message: Mapping[str, Any], run_id: str) -> ToolCallEnvelope:
+    """The deprecated ``function_call`` of a message: a call without an id (MISSING_TOOL_CALL_ID)."""
+    function = get(message, "function_call")
+    arguments = None if isinstance(function, DuplicateMembers) else text(get(function, "arguments"))
+    return envelope(run_id, None, get(function, "name"), arguments, message)
+
+
+def _own(data: Mapping[str, Any]) -> None:
+    """Raise for another provider's shape, or a streamed piece (see :mod:`._shapes`)."""
+    shape = recognise(data)
+    if shape is not None and (shape.provider != CHAT or shape.stream):
+        if shape.stream and shape.provider == CHAT:
+            raise ValueError(f"this is {shape.what}, which holds partial tool calls: {_ACCUMULATE}")
+        raise wrong_provider(shape)
+
+
+_ACCUMULATE = (
+    "accumulate the stream first (client.chat.completions.stream(...).get_final_completion(), "
+    "or ChatCompletionStreamState), then pass the completion"
+)
+
+
 def envelope_from_openai_chat(item: object, run_id: str) -> ToolCallEnvelope:
     """One OpenAI Chat Completions ``message.tool_calls[]`` item (CIS-PRE-7, CIS-ECO-1).
 
-    ``item``: a ``ChatCompletionMessageToolCall``, its dump, or its JSON text. An
-    item whose ``type`` is present and not ``"function"`` (a custom tool call with
-    free-form input) gets ``arguments=None`` (INVALID_ARGUMENTS); malformed fields
-    become fields preflight rejects (CIS-ID-2). Raises ``TypeError``/``ValueError``
-    for anything that is not one tool call object (a whole message or completion
-    included: use :func:`envelopes_from_openai_chat`).
+    ``item``: a ``ChatCompletionMessageToolCall`` (function or custom), its dump, or
+    its JSON text. A custom tool call (free-form input, ``"type": "custom"``) gets its
+    name and ``arguments=None`` (INVALID_ARGUMENTS: the boundary runs JSON-object
+    arguments only), so it is still answered; malformed fields become fields
+    preflight rejects (CIS-ID-2). Raises ``ValueError`` for another provider's object
+    (naming its parser), a streamed tool-call delta ("accumulate the stream first"),
+    a whole message or completion (use :func:`envelopes_from_openai_chat`);
+    ``TypeError`` for a non-object.
     """
     data = document(item, _ONE)
     if not isinstance(data, Mapping):
         raise ValueError(f"expected {_ONE}; got a list")
+    _own(data)
     if any(key in data for key in ("choices", "tool_calls", "role")):
         raise ValueError(f"expected {_ONE}; got a message or completion (use envelopes_from_openai_chat)")
     return _call(data, run_id)
@@ -66,17 +97,18 @@ def envelopes_from_openai_chat(message: object, run_id: str) -> list[ToolCallEnv
 
     Accepts a ``ChatCompletion`` (choice 0; pass the chosen message when ``n > 1``),
     a ``ChatCompletionMessage``, a list of tool calls or one tool call, as typed
-    objects, dicts or JSON text. A message without ``tool_calls`` gives ``[]``.
-    Raises ``ValueError`` for a streamed chunk (accumulate it first), a
-    ``tool_calls``/``choices`` value that is not a list, or an object of another
-    shape; ``TypeError`` for a non-object.
+    objects, dicts or JSON text. Every call item yields an envelope: function and
+    custom calls, malformed ones (for preflight to answer) and a deprecated
+    ``function_call`` (no id: MISSING_TOOL_CALL_ID). A message without calls gives
+    ``[]``. Raises ``ValueError`` for a streamed chunk or a list of chunks
+    ("accumulate the stream first"), another provider's object or a list of them
+    (naming the parser to use), a list of messages (a conversation: pass the
+    assistant message), a ``tool_calls``/``choices`` value that is not a list, or an
+    object of another shape; ``TypeError`` for a non-object.
     """
     data = document(message, _MANY)
     if isinstance(data, Mapping):
-        if "type" in data and get(data, "type") != "function":
-            raise ValueError(f"expected {_MANY}; got a typed object of another API")
-        if get(data, "object") == "chat.completion.chunk":
-            raise ValueError("a streamed chunk has partial tool calls: accumulate the stream first")
+        _own(data)
         if "choices" in data:
             choices = items(get(data, "choices"), "'choices'")
             if not choices:
@@ -85,14 +117,25 @@ def envelopes_from_openai_chat(message: object, run_id: str) -> list[ToolCallEnv
             if not isinstance(chosen, Mapping):
                 raise ValueError("'choices[0].message' is not an object")
             data = chosen
-        if "tool_calls" in data or get(data, "role") == "assistant":
-            calls = items(get(data, "tool_calls"), "'tool_calls'")
-        elif "function" in data or get(data, "type") == "function":
+        if "tool_calls" in data or "function_call" in data or get(data, "role") == "assistant":
+            calls = list(items(get(data, "tool_calls"), "'tool_calls'"))
+            legacy = get(data, "function_call")
+            if isinstance(legacy, Mapping):
+                return [_legacy_call(data, run_id), *(_call(plain_item(item), run_id) for item in calls)]
+        elif "function" in data or get(data, "type") in ("function", "custom"):
             calls = [data]
         else:
             raise ValueError(f"expected {_MANY}; got an object of another shape")
     else:
-        calls = data
+        calls = list(data)
+        for raw in calls:
+            item = plain_item(raw)
+            if isinstance(item, Mapping):
+                _own(item)
+                if "role" in item or "choices" in item:
+                    raise ValueError(
+                        "this is a list of messages (a conversation): pass the assistant message"
+                    )
     return [_call(plain_item(item), run_id) for item in calls]
 
 

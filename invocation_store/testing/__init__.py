@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._clock import FakeClock
 
 if TYPE_CHECKING:
-    from ._factories import RedisStoreFactory
+    from ._factories import PostgresStoreFactory, RedisStoreFactory, SqliteStoreFactory
     from ._mutants import MUTANTS, Mutant
     from .stateful import (
         INVARIANTS,
@@ -33,7 +33,9 @@ __all__ = [
     "InvocationMachine",
     "MachineStats",
     "Mutant",
+    "PostgresStoreFactory",
     "RedisStoreFactory",
+    "SqliteStoreFactory",
     "make_invocation_machine",
 ]
 
@@ -47,6 +49,8 @@ _LAZY = {
     "MUTANTS": "._mutants",
     "Mutant": "._mutants",
     "RedisStoreFactory": "._factories",
+    "PostgresStoreFactory": "._factories",
+    "SqliteStoreFactory": "._factories",
 }
 
 

@@ -50,7 +50,17 @@ from ..history import HistoryRecorder, HistoryWriter
 from ..kernel import EvidenceStatus, Limits, Projection, RunContext, ToolCallEnvelope
 from .redis_server import HOW_TO_GET_REDIS, RedisServerUnavailableError, find_redis_server
 
-__all__ = ["FAULTS", "AofRedisServer", "Workload", "redis_worker_options", "run_workload"]
+__all__ = [
+    "FAULTS",
+    "AofRedisServer",
+    "Control",
+    "Nemesis",
+    "RedisOpener",
+    "Workload",
+    "fixed_clock",
+    "redis_worker_options",
+    "run_workload",
+]
 
 #: The faults :func:`run_workload` can inject into a Redis server.
 FAULTS: Final = ("script-flush", "debug-sleep", "client-kill", "restart")
@@ -147,9 +157,49 @@ def redis_worker_options(process: int) -> dict[str, Any]:
     }
 
 
-def _process_main(url: str, prefix: str, path: str, process: int, workload: Workload) -> None:
-    """A worker process: its own client and store on the shared server and key prefix."""
-    store = RedisStore.from_url(url, prefix=prefix, clock=lambda: CLOCK_MS, **redis_worker_options(process))
+def fixed_clock() -> int:
+    """The workload's clock: :data:`CLOCK_MS`, always (a picklable function for worker processes)."""
+    return CLOCK_MS
+
+
+@frozen
+class RedisOpener:
+    """Opens worker ``process``'s store in a worker process: a RedisStore on ``url`` under ``prefix``."""
+
+    url: str
+    prefix: str
+
+    def __call__(self, process: int) -> InvocationStore:
+        """The worker's own client and store on the shared server and key prefix."""
+        return RedisStore.from_url(
+            self.url, prefix=self.prefix, clock=fixed_clock, **redis_worker_options(process)
+        )
+
+
+@frozen
+class Control:
+    """What a nemesis (a fault thread, :data:`Nemesis`) sees of a running workload.
+
+    ``stop`` is set when the workers are done; ``counts`` counts injections by name;
+    ``processes`` are the worker processes (a nemesis may kill them: ``killed`` holds
+    their pids, so their exit is not a failure).
+    """
+
+    stop: threading.Event
+    counts: dict[str, int]
+    processes: list[Any]
+    killed: set[int]
+
+
+#: A fault thread's body: runs until ``control.stop`` is set, counting what it injected.
+Nemesis = Callable[[Control], None]
+
+
+def _process_main(
+    opener: Callable[[int], InvocationStore], path: str, process: int, workload: Workload
+) -> None:
+    """A worker process: its own store (from the picklable ``opener``) on the shared data."""
+    store = opener(process)
     writer = HistoryWriter(path)
     try:
         _worker(store, writer, process, workload)
@@ -212,21 +262,31 @@ def run_workload(
     redis_prefix: str | None = None,
     faults: Sequence[str] = (),
     server: AofRedisServer | None = None,
+    process_store: Callable[[int], InvocationStore] | None = None,
+    nemeses: Sequence[Nemesis] = (),
 ) -> dict[str, int]:
     """Run ``workload`` against the store ``make_store(process)`` builds; write the history to ``path``.
 
     Each thread worker gets its own store from ``make_store`` (they must share
-    state: one MemoryStore, or clients of one Redis with one prefix). Worker
-    processes (``workload.processes``) need ``redis_url`` and ``redis_prefix``.
-    ``faults`` (from :data:`FAULTS`) need ``redis_url``; ``restart`` needs ``server``.
-    Returns how many times each fault was injected (and ``clients-killed``).
-    Raises whatever a worker raised other than StoreUnavailableError.
+    state: one MemoryStore, clients of one Redis with one prefix, one SQL database).
+    Worker processes (``workload.processes``) open theirs with ``process_store``, a
+    picklable callable (default for Redis: a :class:`RedisOpener` of ``redis_url`` and
+    ``redis_prefix``). ``faults`` (from :data:`FAULTS`) need ``redis_url``; ``restart``
+    needs ``server``. ``nemeses`` are other fault threads (any store), each given the
+    workload's :class:`Control`. Returns how many times each fault was injected (and
+    ``clients-killed``, and whatever the nemeses counted). Raises whatever a worker
+    raised other than StoreUnavailableError, or RuntimeError for a worker process that
+    failed without a nemesis killing it.
     """
     unknown = set(faults) - set(FAULTS)
     if unknown:
         raise ValueError(f"unknown faults: {sorted(unknown)}")
-    if (faults or workload.processes) and (redis_url is None or redis_prefix is None):
-        raise ValueError("faults and worker processes need redis_url and redis_prefix")
+    if faults and (redis_url is None or redis_prefix is None):
+        raise ValueError("Redis faults need redis_url and redis_prefix")
+    if process_store is None and redis_url is not None and redis_prefix is not None:
+        process_store = RedisOpener(redis_url, redis_prefix)
+    if workload.processes and process_store is None:
+        raise ValueError("worker processes need process_store (or redis_url and redis_prefix)")
     writer = HistoryWriter(path, _LIMITS, "invocation_store.testing workload")
     try:
         recorder = HistoryRecorder(make_store(_OPENER), writer, _OPENER)
@@ -273,10 +333,12 @@ def run_workload(
         processes = [
             context.Process(
                 target=_process_main,
-                args=(redis_url, redis_prefix, os.fspath(path), workload.threads + n, workload),
+                args=(process_store, os.fspath(path), workload.threads + n, workload),
             )
             for n in range(workload.processes)
         ]
+        control = Control(stop=stop, counts=counts, processes=processes, killed=set())
+        injectors += [threading.Thread(target=nemesis, args=(control,), daemon=True) for nemesis in nemeses]
         for injector in injectors:
             injector.start()
         for thread in threads:
@@ -292,7 +354,7 @@ def run_workload(
             injector.join()
         if errors:
             raise errors[0]
-        failed = [p.exitcode for p in processes if p.exitcode != 0]
+        failed = [p.exitcode for p in processes if p.exitcode != 0 and p.pid not in control.killed]
         if failed:
             raise RuntimeError(f"worker processes failed with exit codes {failed}")
         return counts

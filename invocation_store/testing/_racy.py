@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..adapters import MemoryStore
 from ..kernel import Admission, AdmissionRequest, ErrorCode, Limits, admit
 
-__all__ = ["RacyCreateStore"]
+__all__ = ["RacyCreateStore", "racy_postgres_store"]
 
 
 class RacyCreateStore(MemoryStore):
@@ -43,3 +44,39 @@ class RacyCreateStore(MemoryStore):
                 self._records[(request.run_id, request.tool_call_id)] = result.record
                 self._calls.setdefault(request.run_id, []).append(request.tool_call_id)
         return result
+
+
+def racy_postgres_store(store: Any, gap_s: float = 0.002) -> Any:
+    """``store`` (a PostgresStore) with a planted race: ``create`` reads, then writes in a second transaction.
+
+    The first transaction reads the run and the record without holding their locks
+    past it; the kernel decides on what was read; after ``gap_s`` seconds a second
+    transaction writes the decision (the call-list insert ignoring a conflict, as a
+    store that trusts its read would). Two workers in the gap both admit one key, or
+    both spend the last unit of budget: ``check-history`` must catch it.
+    """
+    from ..adapters._sql import NOW  # noqa: PLC0415 - only for this test double
+
+    sql = store._sql
+
+    def create(request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        def read() -> Any:
+            run = yield from sql._run(request.run_id, lock=False)
+            existing = yield from sql._record(request.run_id, request.tool_call_id)
+            now = yield NOW
+            return run, existing, now
+
+        run, existing, now = store._do(read, write=False)
+        result = admit(run, existing, request, limits, now)
+        if isinstance(result, Admission) and not result.replayed:
+            time.sleep(gap_s)
+            record, new_run = result.record, result.run
+
+            def write() -> Any:
+                yield from sql.write_admission(record, new_run, on_conflict="DO NOTHING")
+
+            store._do(write)
+        return result
+
+    store.create = create
+    return store

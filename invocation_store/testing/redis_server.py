@@ -10,7 +10,9 @@ touched: the caller owns the server it gets, so flushing it is safe, and a Redis
 the caller did not start (``REDIS_URL``, port 6379) is never used by this module.
 
 :func:`redis_cluster` does the same for a local Redis Cluster of N masters (the
-scale-out path: a run's keys share one slot, CIS-KEY-2).
+scale-out path: a run's keys share one slot, CIS-KEY-2), and :class:`LinkProxy` puts a
+loopback TCP proxy on a link (client to server, replica to master) that a test can
+partition: every byte dropped both ways while the TCP connections stay up.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import contextlib
 import ctypes
 import importlib
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -37,6 +41,7 @@ from redis.retry import Retry
 __all__ = [
     "HOW_TO_GET_REDIS",
     "SERVER_ENV",
+    "LinkProxy",
     "RedisServerUnavailableError",
     "find_redis_server",
     "redis_cluster",
@@ -325,3 +330,111 @@ def redis_cluster(
         ):
             raise RedisServerUnavailableError("the local Redis Cluster's replicas did not come up")
         yield urls
+
+
+class LinkProxy:
+    """A loopback TCP proxy to ``127.0.0.1:<target_port>`` whose link a test can partition.
+
+    Listens on :attr:`port` (a free loopback port) and forwards every connection to the
+    target. :meth:`partition` drops every byte in both directions (read and discarded,
+    so senders never block) while every TCP connection stays up: a network partition
+    that neither end notices until its own timeout. :meth:`heal` forwards again (bytes
+    dropped meanwhile are lost for good; a replication stream then resynchronises).
+    :meth:`retarget` moves it to another server (a failover behind a virtual address).
+    :meth:`close` stops it and closes every connection. Used as a context manager.
+    Only loopback addresses are used.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self._dropping = threading.Event()
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server((_HOST, 0))
+        self.port: int = self._listener.getsockname()[1]
+        #: Bytes dropped while partitioned (both directions).
+        self.dropped_bytes = 0
+        threading.Thread(target=self._accept, name="link-proxy-accept", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``: the target reached through the proxy."""
+        return f"redis://{_HOST}:{self.port}/0"
+
+    def partition(self) -> None:
+        """Drop every byte both ways from now on; connections stay up."""
+        self._dropping.set()
+
+    def heal(self) -> None:
+        """Forward bytes again."""
+        self._dropping.clear()
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether bytes are being dropped."""
+        return self._dropping.is_set()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                downstream, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection((_HOST, self.target_port), timeout=5)
+            except OSError:
+                downstream.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._sockets += [downstream, upstream]
+            threading.Thread(target=self._pump, args=(downstream, upstream), daemon=True).start()
+
+    def _pump(self, one: socket.socket, other: socket.socket) -> None:
+        peers = {one: other, other: one}
+        try:
+            while not self._closed.is_set():
+                ready, _, _ = select.select(list(peers), [], [], 0.2)
+                for source in ready:
+                    chunk = source.recv(65536)
+                    if not chunk:
+                        return
+                    if self._dropping.is_set():
+                        self.dropped_bytes += len(chunk)
+                        continue
+                    peers[source].sendall(chunk)
+        except (OSError, ValueError):
+            return
+        finally:  # one end closed: close the other, as a direct connection would be
+            for end in (one, other):
+                with contextlib.suppress(OSError):
+                    end.close()
+
+    def retarget(self, target_port: int) -> None:
+        """Send new connections to ``127.0.0.1:<target_port>`` and close the current ones.
+
+        What a virtual IP or a Sentinel-aware DNS name does for clients after a failover.
+        """
+        self.target_port = target_port
+        with self._lock:
+            ends, self._sockets = self._sockets, []
+        for end in ends:
+            with contextlib.suppress(OSError):
+                end.close()
+
+    def close(self) -> None:
+        """Stop accepting and close every proxied connection."""
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        with self._lock:
+            for end in self._sockets:
+                with contextlib.suppress(OSError):
+                    end.close()
+
+    def __enter__(self) -> LinkProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

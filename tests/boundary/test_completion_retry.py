@@ -16,11 +16,24 @@ from invocation_store import (
     StoreUnavailableError,
     ToolRegistry,
 )
+from invocation_store._completion import PendingCompletion, PendingCompletions
 from invocation_store.adapters import ForwardingStore
-from invocation_store.kernel import CanonicalRecord, ErrorCode, InvocationStatus
+from invocation_store.kernel import (
+    Admission,
+    AdmissionRequest,
+    CanonicalRecord,
+    ErrorCode,
+    EvidenceStatus,
+    InvocationStatus,
+    Limits,
+    Projection,
+    ProjectionReceived,
+    RawReceived,
+    transition,
+)
 from invocation_store.testing import FakeClock
 
-from ._fakes import FakeExecutor, boundary_for, envelope, open_run, tool
+from ._fakes import RUN, FakeExecutor, boundary_for, envelope, open_run, tool
 
 FAST = CompletionRetry(budget_ms=150, first_delay_ms=5, max_delay_ms=20)
 
@@ -192,3 +205,70 @@ def test_the_async_boundary_holds_and_finishes_completions_too(clock: FakeClock)
     asyncio.run(scenario())
     assert len(executor.calls) == 2
     assert boundary.pending_completions() == ()
+
+
+def _pending(clock: FakeClock, tool_call_id: str, raw: str = "raw") -> PendingCompletion:
+    """A PROJECTING record and its READY completion, as the boundary holds them."""
+    store = MemoryStore(clock)
+    store.open_run(RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=9, byte_budget=10**6)
+    request = AdmissionRequest(
+        run_id=RUN, tool_call_id=tool_call_id, tool_name="search", request_json="{}", invocation_token="t"
+    )
+    admitted = store.create(request, Limits())
+    assert isinstance(admitted, Admission)
+    with_raw = transition(admitted.record, RawReceived(raw_response=raw, now_ms=clock()), Limits())
+    assert isinstance(with_raw, CanonicalRecord)
+    found = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="c", scope="s")
+    final = transition(with_raw, ProjectionReceived(projection=found, now_ms=clock()), Limits())
+    assert isinstance(final, CanonicalRecord)
+    return PendingCompletion(created=admitted.record, final=final)
+
+
+def test_the_held_completion_table_keeps_order_bound_and_identity(clock: FakeClock) -> None:
+    """CIS-DUR-5: the table's bookkeeping, by behaviour: holding again moves a call to the newest end;
+    the bound drops the oldest; ``settled`` removes only the very completion held (a stale one for the
+    same call, or one never held, changes nothing); ``drop`` answers once; ``retry_of`` matches the
+    same tool and arguments only."""
+    table = PendingCompletions(CompletionRetry(max_pending=2))
+    one, two, three = (_pending(clock, tcid) for tcid in ("call_1", "call_2", "call_3"))
+    table.settled(one)  # never held: nothing happens
+    assert table.keys() == ()
+    table.hold(one)
+    table.hold(two)
+    table.hold(one)  # held again: now the newest
+    assert table.keys() == ((RUN, "call_2"), (RUN, "call_1"))
+    table.hold(three)  # over the bound: the oldest (call_2) goes
+    assert table.keys() == ((RUN, "call_1"), (RUN, "call_3"))
+    stale = _pending(clock, "call_1", raw="another raw")
+    table.settled(stale)  # the same call, not the completion held: it stays
+    assert table.get(RUN, "call_1") is one
+    assert table.retry_of(RUN, "call_1", "search", "{}") is one
+    assert table.retry_of(RUN, "call_1", "other_tool", "{}") is None
+    assert table.retry_of(RUN, "call_1", "search", '{"q":1}') is None
+    table.settled(one)
+    assert table.keys() == ((RUN, "call_3"),)
+    assert table.drop(RUN, "call_3") is True
+    assert table.drop(RUN, "call_3") is False
+    assert table.keys() == ()
+    nothing = PendingCompletions(CompletionRetry(max_pending=0))
+    nothing.hold(one)
+    assert nothing.keys() == ()
+
+
+def test_a_completion_that_lands_leaves_other_held_completions_held(clock: FakeClock) -> None:
+    """CIS-DUR-5: settling one call's completion never touches another's: after call_1 is held, call_2
+    completes normally and call_1 is still held (its raw response with it) until applied."""
+    store = _flaky(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor), completion_retry=CompletionRetry(budget_ms=0))
+    context = open_run(boundary)
+    store.fail_next = 1
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    assert boundary.invoke(context, envelope("call_2")).ok
+    assert boundary.pending_completions() == ((context.run_id, "call_1"),)
+    held = boundary.completions.get(context.run_id, "call_1")
+    assert held is not None
+    assert held.final.raw_response == '{"hits":["disk full on db-1"]}'
+    assert set(boundary.finish_pending(context)) == {"call_1"}
+    assert boundary.pending_completions() == ()
+    assert len(executor.calls) == 2

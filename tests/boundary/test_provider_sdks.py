@@ -303,7 +303,7 @@ def test_openai_chat_streamed_chunks_and_wrong_objects_are_refused() -> None:
     with pytest.raises(ValueError, match="accumulate"):
         envelopes_from_openai_chat(chunk, RUN)
     typed_message = anthropic.types.Message.model_validate(MESSAGE)
-    with pytest.raises(ValueError, match="expected a ChatCompletion"):
+    with pytest.raises(ValueError, match="Anthropic Message: use envelopes_from_anthropic"):
         envelopes_from_openai_chat(typed_message, RUN)
     with pytest.raises(ValueError, match="use envelopes_from_openai_chat"):
         envelope_from_openai_chat(CHAT_COMPLETION["choices"][0]["message"], RUN)

@@ -587,7 +587,8 @@ def test_parsers_are_total_over_decoded_json(item: Any) -> None:
         else:
             message = None
         if message is not None:
-            assert "expected" in message
+            # not one call object, or another provider's: said so, naming what to do (CIS-ECO-1)
+            assert "expected" in message or "use envelopes_from_" in message or "accumulate" in message
             continue
         assert envelope.run_id == RUN
         assert envelope.tool_call_id is None or isinstance(envelope.tool_call_id, str)

@@ -7,10 +7,14 @@ and reader (installed once per process by ``_otel``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import logging
+import pkgutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +26,7 @@ from redis.retry import Retry
 from invocation_store import (
     AsyncMemoryStore,
     AsyncToolBoundary,
+    BoundaryResult,
     ErrorCode,
     EvidenceStatus,
     MemoryStore,
@@ -32,8 +37,9 @@ from invocation_store import (
     ToolRegistry,
     ToolSpec,
 )
-from invocation_store._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES
+from invocation_store._logs import CallIdsFilter
 from invocation_store.adapters.redis import RedisStore
+from invocation_store.boundary._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES
 
 from ._otel import metric_reader, recording
 
@@ -137,6 +143,108 @@ def test_every_log_record_carries_run_id_and_tool_call_id(caplog: pytest.LogCapt
     assert all("bad id" not in str(r.__dict__.values()) and "boom" not in r.getMessage() for r in records)
 
 
+def _import_every_module() -> None:
+    """Import every module of the package (each makes its loggers at import)."""
+    package = importlib.import_module("invocation_store")
+    for module in pkgutil.walk_packages(package.__path__, "invocation_store."):
+        with contextlib.suppress(ImportError):  # an optional extra this environment lacks
+            importlib.import_module(module.name)
+
+
+def test_every_logger_of_the_package_names_the_call() -> None:
+    """CIS-OBS-2: every logger of the package (every module imported) carries the filter that sets
+    ``run_id`` and ``tool_call_id``, so a formatter naming them never fails on a record of ours.
+    A logger made with plain ``logging.getLogger`` in a new module fails here: make it with
+    ``invocation_store._logs.package_logger`` (or list it in ``_logs.PACKAGE_LOGGERS``)."""
+    _import_every_module()
+    loggers = {
+        name: logger
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if (name == "invocation_store" or name.startswith("invocation_store."))
+        and isinstance(logger, logging.Logger)
+    }
+    assert {"invocation_store.boundary", "invocation_store.workers", "invocation_store.redis"} <= set(loggers)
+    missing = sorted(
+        name
+        for name, logger in loggers.items()
+        if not any(isinstance(f, CallIdsFilter) for f in logger.filters)
+    )
+    assert missing == []
+    formatter = logging.Formatter("%(name)s %(run_id)s %(tool_call_id)s %(message)s")
+    for name, logger in loggers.items():
+        record = logger.makeRecord(name, logging.WARNING, __file__, 1, "outside any call", (), None)
+        assert logger.filter(record)
+        assert formatter.format(record) == f"{name} None None outside any call"  # the documented empty value
+
+
+def test_a_store_used_without_the_boundary_names_its_records_too() -> None:
+    """CIS-OBS-2: the filter is installed when the package is imported, not by the boundary: a process
+    that imports only the Redis store formats that store's records with ``%(run_id)s`` (None)."""
+    script = """
+import logging, sys
+import invocation_store.adapters.redis
+assert "invocation_store.boundary" not in sys.modules
+logger = logging.getLogger("invocation_store.redis")
+record = logger.makeRecord(logger.name, logging.WARNING, "f", 1, "redis store: create failed", (), None)
+assert logger.filter(record)
+print(logging.Formatter("%(run_id)s|%(tool_call_id)s|%(message)s").format(record))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "None|None|redis store: create failed"
+
+
+def _hung_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "invocation_store.workers" and "hung" in r.getMessage()]
+
+
+def test_the_tool_worker_hung_record_names_its_call(caplog: pytest.LogCaptureFixture) -> None:
+    """CIS-OBS-2, CIS-FAIL-3: the worker pool's "tool worker hung" warning, sync and async, carries the
+    run_id and tool_call_id of the call that timed out, and formats with a formatter naming them."""
+    release = threading.Event()
+
+    def stuck(arguments: Any) -> object:
+        release.wait(10)
+        return {}
+
+    tools = ToolRegistry([ToolSpec(name="stuck", executor=stuck, projector=project, timeout_ms=20)])
+    caplog.set_level(logging.WARNING, logger="invocation_store")
+    formatter = logging.Formatter("%(run_id)s/%(tool_call_id)s: %(message)s")
+    try:
+        store = MemoryStore()
+        boundary = ToolBoundary(store, tools)
+        context = boundary.open_run(
+            RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+        )
+        assert isinstance(context, RunContext)
+        timed_out = boundary.invoke(context, call("call_sync_hang", tool_name="stuck"))
+        assert timed_out.code is ErrorCode.EXECUTION_TIMEOUT
+        (sync_record,) = _hung_records(caplog)
+        assert formatter.format(sync_record).startswith(f"{RUN}/call_sync_hang: tool worker hung")
+
+        async def scenario() -> BoundaryResult:
+            async_store = AsyncMemoryStore()
+            async_boundary = AsyncToolBoundary(async_store, tools)
+            run = await async_boundary.open_run(
+                RUN,
+                deadline_ms=async_store.now_ms() + 60_000,
+                ttl_ms=60_000,
+                tool_call_budget=5,
+                byte_budget=999,
+            )
+            assert isinstance(run, RunContext)
+            return await async_boundary.invoke(run, call("call_async_hang", tool_name="stuck"))
+
+        assert asyncio.run(scenario()).code is ErrorCode.EXECUTION_TIMEOUT
+        records = _hung_records(caplog)
+        assert len(records) == 2
+        assert formatter.format(records[1]).startswith(f"{RUN}/call_async_hang: tool worker hung")
+    finally:
+        release.set()
+
+
 def test_a_custom_logger_gets_the_ids_too(caplog: pytest.LogCaptureFixture) -> None:
     """CIS-OBS-2: the ids are added to the harness's own logger as well."""
     store = MemoryStore()
@@ -198,9 +306,13 @@ def test_one_span_per_invoke_with_stable_attributes(spans: Any) -> None:
     assert attributes["invocation_store.request_bytes"] == len('{"q": "x"}')
     assert attributes["invocation_store.raw_bytes"] == len('{"rows":["x","x","x"]}')
     assert attributes["invocation_store.agent_result_bytes"] == len("3 rows") + len("db")
-    for phase in ("execute", "project", "store"):
-        assert attributes[f"invocation_store.{phase}_ms"] >= 0
+    assert attributes["gen_ai.tool.type"] == "function"
+    whole_s = (span.end_time - span.start_time) / 1e9
+    phases = [attributes[f"invocation_store.{phase}.duration"] for phase in ("execute", "project", "store")]
+    assert all(isinstance(seconds, float) and seconds > 0 for seconds in phases), phases
+    assert sum(phases) <= whole_s  # seconds, as the conventions use: the phases fit in the span
     assert "invocation_store.code" not in attributes
+    assert "error.type" not in attributes
     assert span.status.status_code is trace.StatusCode.UNSET
 
 
@@ -216,7 +328,8 @@ def test_one_span_per_invoke_with_stable_attributes(spans: Any) -> None:
 def test_failed_calls_set_status_and_code(
     spans: Any, envelope: ToolCallEnvelope, status: str, code: str, tool: str | None
 ) -> None:
-    """CIS-OBS-3, CIS-ID-3: a failure is status ERROR with its code; unknown names and unsafe ids stay out."""
+    """CIS-OBS-3, CIS-ID-3: a failure is status ERROR with its code, which is also its ``error.type``
+    (OpenTelemetry GenAI conventions); unknown names and unsafe ids stay out."""
     boundary, context = sync_boundary()
     result = boundary.invoke(context, envelope)
     assert result.code is ErrorCode(code)
@@ -224,6 +337,8 @@ def test_failed_calls_set_status_and_code(
     attributes = dict(span.attributes)
     assert attributes["invocation_store.status"] == status
     assert attributes["invocation_store.code"] == code
+    assert attributes["error.type"] == code
+    assert attributes["gen_ai.tool.type"] == "function"
     assert attributes.get("gen_ai.tool.name") == tool
     assert span.name == f"execute_tool {tool or 'unregistered'}"
     assert span.status.status_code is trace.StatusCode.ERROR
@@ -298,7 +413,8 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError(name)
 sys.meta_path.insert(0, Block())
 from invocation_store import MemoryStore, ToolBoundary, ToolRegistry, ToolSpec, ToolCallEnvelope
-from invocation_store import EvidenceStatus, Projection, _telemetry
+from invocation_store import EvidenceStatus, Projection
+from invocation_store.boundary import _telemetry
 found = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="x", scope="s")
 store = MemoryStore()
 spec = ToolSpec(name="t", executor=lambda a: "{}", projector=lambda r, a: found)
@@ -322,17 +438,19 @@ assert "opentelemetry" not in sys.modules
 # Metrics
 
 
-def _points(name: str) -> list[Any]:
+def _metrics(name: str) -> list[Any]:
     data = metric_reader().get_metrics_data()
     found: list[Any] = []
     if data is None:  # nothing recorded yet in this process
         return found
     for resource in data.resource_metrics:
         for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name:
-                    found.extend(metric.data.data_points)
+            found.extend(metric for metric in scope.metrics if metric.name == name)
     return found
+
+
+def _points(name: str) -> list[Any]:
+    return [point for metric in _metrics(name) for point in metric.data.data_points]
 
 
 def _count(status: str, tool: str) -> int:
@@ -359,21 +477,33 @@ def test_outcome_counter_and_latency_histograms() -> None:
     assert sum(p.count for p in durations) >= 3
     phases = {p.attributes["invocation_store.phase"] for p in _points("invocation_store.phase.duration")}
     assert phases == {"execute", "project", "store"}
-    for name, (_kind, _unit, allowed) in INSTRUMENTS.items():
+    failed_points = [p for p in durations if p.attributes.get("invocation_store.status") == "ERROR"]
+    assert {p.attributes.get("error.type") for p in failed_points} >= {"EXECUTION_FAILED"}
+    for name, (kind, unit, allowed) in INSTRUMENTS.items():
+        for metric in _metrics(name):
+            assert metric.unit == unit
         for point in _points(name):
             assert set(point.attributes) <= set(allowed)
+            assert point.attributes["gen_ai.operation.name"] == "execute_tool"
+            if kind == "histogram":
+                # seconds, as the OpenTelemetry conventions use, with boundaries fit for them
+                assert unit == "s"
+                assert point.explicit_bounds[0] == 0.0001
 
 
 def test_no_span_is_built_until_an_sdk_is_installed() -> None:
-    """CIS-OBS-3: with the API but no SDK provider, invoke builds no span or instrument work;
-    once a provider is installed, the same process records."""
+    """CIS-OBS-3, CIS-PERF-4: with the API but no SDK provider, invoke builds no span, no
+    observation and reads no stopwatch clock (the pipeline gets the no-op stopwatch); once a
+    provider is installed, the same process records."""
     script = """
+import time
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from invocation_store import MemoryStore, ToolBoundary, ToolRegistry, ToolSpec, ToolCallEnvelope
-from invocation_store import EvidenceStatus, Projection, _telemetry
+from invocation_store import EvidenceStatus, Projection
+from invocation_store.boundary import _telemetry
 found = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="x", scope="s")
 store = MemoryStore()
 spec = ToolSpec(name="t", executor=lambda a: "{}", projector=lambda r, a: found)
@@ -384,13 +514,27 @@ context = boundary.open_run(
 def call(tcid):
     return ToolCallEnvelope(run_id="r", tool_call_id=tcid, tool_name="t", arguments="{}")
 assert _telemetry._otel() is not None and _telemetry.active_otel() is None
+built = []
+class Counting(_telemetry._Observation):
+    def __init__(self, *args, **kwargs):
+        built.append(1)
+        super().__init__(*args, **kwargs)
+_telemetry._Observation = Counting
+class Clock:
+    reads = 0
+    def perf_counter_ns(self):
+        Clock.reads += 1
+        return time.perf_counter_ns()
+_telemetry.time = Clock()
 assert boundary.invoke(context, call("c1")).ok
+assert (built, Clock.reads) == ([], 0)
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 assert _telemetry.active_otel() is not None
 assert boundary.invoke(context, call("c2")).ok
+assert built == [1] and Clock.reads > 0
 spans = exporter.get_finished_spans()
 assert [span.attributes["gen_ai.tool.call.id"] for span in spans] == ["c2"], spans
 """

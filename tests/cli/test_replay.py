@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import pytest
 
 from invocation_store._cli import replay as replay_module
 from invocation_store.adapters import MemoryStore
+from invocation_store.adapters.sqlite import SqliteStore
 from invocation_store.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -465,3 +469,114 @@ def test_examples_readme_shows_the_real_output(
         return re.sub(r"\b\d+\.\ds\b", "<ttl>", text)
 
     assert normal(printed) == normal(shown)
+
+
+def test_replay_into_a_sqlite_file_keeps_the_records(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """CIS-STORE-4, CIS-DUR-1: ``--store sqlite:PATH`` replays into a durable file: the report of the
+    in-memory store (TTLs aside), and the records are in the file afterwards, read by another store."""
+    transcript = str(TRANSCRIPTS / "openai_chat.json")
+    assert main(["replay", "--json", transcript]) == 0
+    in_memory = json.loads(capsys.readouterr().out)
+    path = tmp_path / "calls.db"
+    assert main(["replay", "--json", "--store", f"sqlite:{path}", transcript]) == 0
+    on_file = json.loads(capsys.readouterr().out)
+    assert on_file["run"]["store"] == "sqlite"
+    in_memory["run"].pop("store")
+    on_file["run"].pop("store")
+    assert _without_ttls(on_file) == _without_ttls(in_memory)
+    store = SqliteStore(path)
+    try:
+        run_id = in_memory["run"]["run_id"]
+        assert len(store.calls(run_id)) == len(in_memory["records"]) == 4
+    finally:
+        store.close()
+
+
+def _without_ttls(value: Any) -> Any:
+    """``value`` (a JSON report) without its ``ttl_remaining_ms`` entries, which depend on timing."""
+    if isinstance(value, dict):
+        return {key: _without_ttls(item) for key, item in value.items() if key != "ttl_remaining_ms"}
+    if isinstance(value, list):
+        return [_without_ttls(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--store", "nope"], "--store is memory, sqlite:PATH or postgres"),
+        (["--store", "sqlite:"], "--store is memory, sqlite:PATH or postgres"),
+        (["--store", "postgres"], "--store postgres needs INVOCATION_STORE_POSTGRES_DSN"),
+        (["--store", "memory", "--redis-url", "redis://127.0.0.1:1/0"], "exclude each other"),
+    ],
+)
+def test_bad_store_choices_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str
+) -> None:
+    """CIS-FAIL-5: a store the command cannot open is exit 2 with one line, no traceback, no URL."""
+    monkeypatch.delenv("INVOCATION_STORE_POSTGRES_DSN", raising=False)
+    assert main(["replay", *argv, str(TRANSCRIPTS / "openai_chat.json")]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert "127.0.0.1:1" not in err
+
+
+def test_a_transcript_over_the_size_limit_is_refused_before_it_is_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-SIZE-2, CIS-FAIL-1: over ``--max-transcript-bytes`` (default 32 MiB): exit 2, one line, unread."""
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as handle:  # a sparse file: its size is known without writing it
+        handle.truncate(replay_module.DEFAULT_MAX_TRANSCRIPT_BYTES + 1)
+    parsed: list[str] = []
+    monkeypatch.setattr(replay_module, "load_document", parsed.append)
+    assert main(["replay", str(huge)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert f"{replay_module.DEFAULT_MAX_TRANSCRIPT_BYTES + 1} bytes, over the transcript limit" in err
+    assert "--max-transcript-bytes" in err
+    assert parsed == []  # never read, never parsed
+    monkeypatch.undo()
+    small = TRANSCRIPTS / "gemini.json"
+    size = small.stat().st_size
+    data = ["--data-dir", str(ROOT / "examples" / "data")]
+    assert main(["replay", str(small), "--max-transcript-bytes", str(size - 1), *data]) == 2
+    assert "over the transcript limit of" in capsys.readouterr().err
+    assert main(["replay", str(small), "--max-transcript-bytes", str(size), *data]) == 0
+
+
+def test_a_pipe_is_read_only_up_to_the_limit(tmp_path: Path) -> None:
+    """CIS-SIZE-2: a file whose ``stat`` size says nothing (a FIFO) is still read at most limit + 1 bytes."""
+    fifo = tmp_path / "transcript.fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with contextlib.suppress(BrokenPipeError), fifo.open("wb") as handle:
+            handle.write(b" " * 10_000)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with pytest.raises(replay_module.TranscriptError, match="over the transcript limit of 100 bytes"):
+        replay_module.load_transcript(fifo, max_bytes=100)
+    writer.join(timeout=10)
+
+
+def test_object_arguments_are_measured_against_the_runs_request_limit(tmp_path: Path) -> None:
+    """CIS-SIZE-2: a transcript's object arguments meet the request limit the run uses, not the default."""
+    big = {"q": "x" * 300_000}
+    message = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "search_logs", "input": big}],
+    }
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"messages": [message]}), encoding="utf-8")
+    (default,) = replay_module.load_transcript(path).calls
+    assert (
+        len(default.envelope.arguments or "") == replay_module.DEFAULTS["request_limit"] + 1
+    )  # refused early
+    (wide,) = replay_module.load_transcript(path, request_bytes=1 << 20).calls
+    assert wide.envelope.arguments == json.dumps(big, separators=(",", ":"))

@@ -16,6 +16,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -23,20 +24,38 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from invocation_store.adapters import AsyncMemoryStore, AsyncRedisStore, MemoryStore, RedisStore
+from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore
+from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
 from invocation_store.testing import FakeClock
+from invocation_store.testing._factories import drop_tables
 from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_cluster
 
 from ._support import MakeDriver, StoreDriver
 
 #: Every store flavour a contract test runs on: both Redis stores also on a Redis Cluster
 #: client (``redis.cluster`` and ``redis.asyncio.cluster``).
-FLAVOURS = ("memory", "async-memory", "redis", "async-redis", "redis-cluster", "async-redis-cluster")
+FLAVOURS = (
+    "memory",
+    "async-memory",
+    "sqlite",
+    "async-sqlite",
+    "postgres",
+    "async-postgres",
+    "redis",
+    "async-redis",
+    "redis-cluster",
+    "async-redis-cluster",
+)
 REDIS_FLAVOURS = tuple(flavour for flavour in FLAVOURS if "redis" in flavour)
 
 
 def _params(flavours: tuple[str, ...]) -> list[object]:
     return [
-        pytest.param(flavour, marks=[pytest.mark.redis] if "redis" in flavour else [], id=flavour)
+        pytest.param(
+            flavour,
+            marks=[getattr(pytest.mark, kind) for kind in ("redis", "postgres") if kind in flavour],
+            id=flavour,
+        )
         for flavour in flavours
     ]
 
@@ -62,6 +81,7 @@ class _Drivers:
         self._request = request
         self.drivers: list[StoreDriver] = []
         self._clients: list[redis.Redis | RedisCluster] = []
+        self._prefixes: list[tuple[str, str]] = []
 
     def build(self, flavour: str, clock: FakeClock) -> StoreDriver:
         request = self._request
@@ -69,6 +89,20 @@ class _Drivers:
             driver = StoreDriver(MemoryStore(clock), flavour)
         elif flavour == "async-memory":
             driver = StoreDriver(AsyncMemoryStore(clock=clock), flavour)
+        elif flavour in ("postgres", "async-postgres"):
+            dsn: str = request.getfixturevalue("postgres_dsn")
+            prefix = f"cis_test_{secrets.token_hex(4)}_"
+            self._prefixes.append((dsn, prefix))
+            if flavour == "postgres":
+                pg_store: Any = PostgresStore.from_dsn(dsn, max_size=8, prefix=prefix, clock=clock)
+            else:
+                pg_store = AsyncPostgresStore.from_dsn(dsn, max_size=8, prefix=prefix, clock=clock)
+            driver = StoreDriver(pg_store, flavour)
+        elif flavour in ("sqlite", "async-sqlite"):
+            path = request.getfixturevalue("tmp_path") / f"store-{len(self.drivers)}.db"
+            sqlite_store = SqliteStore(path, clock=clock)
+            face = sqlite_store if flavour == "sqlite" else AsyncSqliteStore(store=sqlite_store)
+            driver = StoreDriver(face, flavour)
         elif flavour == "redis-cluster":
             urls: list[str] = request.getfixturevalue("store_cluster_urls")
             cluster = RedisCluster.from_url(urls[0])
@@ -99,27 +133,37 @@ class _Drivers:
             driver.close()
         for client in self._clients:
             client.close()
+        for dsn, prefix in self._prefixes:
+            drop_tables(dsn, prefix)
 
 
-def _driver_factory(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
+#: ``make_driver``'s parameters: one per flavour, with its marker.
+FLAVOUR_PARAMS = _params(FLAVOURS)
+
+
+def driver_factory(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
+    """Yield ``make_driver(clock)`` for the flavour ``request.param``; close its drivers afterwards."""
     drivers = _Drivers(request)
     yield lambda clock: drivers.build(request.param, clock)
     drivers.close()
 
 
-@pytest.fixture(params=_params(FLAVOURS))
+@pytest.fixture(params=FLAVOUR_PARAMS)
 def make_driver(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
     """``make_driver(clock)`` -> a :class:`StoreDriver` over a fresh store of each flavour."""
-    yield from _driver_factory(request)
+    yield from driver_factory(request)
 
 
 @pytest.fixture(params=_params(REDIS_FLAVOURS))
 def make_redis_driver(request: pytest.FixtureRequest) -> Iterator[MakeDriver]:
     """``make_redis_driver(clock)`` -> a :class:`StoreDriver` over a fresh Redis store of each flavour."""
-    yield from _driver_factory(request)
+    yield from driver_factory(request)
 
 
-@pytest.fixture(params=[pytest.param("every", marks=[pytest.mark.redis], id="every-flavour")])
+_EVERY = pytest.param("every", marks=[pytest.mark.redis, pytest.mark.postgres], id="every-flavour")
+
+
+@pytest.fixture(params=[_EVERY])
 def make_every_driver(request: pytest.FixtureRequest) -> Iterator[Callable[[FakeClock], list[StoreDriver]]]:
     """``make_every_driver(clock)`` -> one fresh :class:`StoreDriver` of every flavour, in FLAVOURS order."""
     drivers = _Drivers(request)

@@ -33,7 +33,8 @@ def _fill(store: Any, clock: FakeClock) -> list[str]:
     open_default_run(store, clock(), tool_call_budget=20)
     big = '{"q": "' + "x" * 4_000 + '"}'
     first = admitted(store, request("old_1", arguments=big))
-    assert store.complete(first, ready(first, clock())) is not None
+    done = ready(first, clock())
+    assert store.complete(first, done) == done
     clock.advance(TTL_MS - 5)  # old_1 expires 5 ms from now
     for tcid, kind in (("ok_1", "found"), ("ok_2", "none"), ("err_1", "error"), ("proj_1", "projecting")):
         record = admitted(store, request(tcid, arguments=big))

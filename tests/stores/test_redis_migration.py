@@ -160,3 +160,84 @@ def test_the_retry_schedule_doubles_up_to_its_cap() -> None:
     for bad in ({"budget_ms": -1}, {"first_delay_ms": 1.5}, {"max_delay_ms": -3}):
         with pytest.raises(ValueError):
             RetryPolicy(**bad)
+
+
+#: ``redis-cli --cluster reshard`` pace asked for: one key moved every 50 ms.
+RESHARD_PACE_S = 0.05
+
+
+def _reshard_key_by_key(migration: _Migration, pace_s: float, moved: list[float]) -> None:
+    """IMPORTING / MIGRATING, then one MIGRATE per key every ``pace_s``, then the slot to the target."""
+    migration.begin([])
+    while keys := _keys_in_slot(migration.source, migration.slot)[:1]:
+        migration.source.migrate("127.0.0.1", migration.target_port, keys, 0, 5000)
+        moved.append(time.monotonic())
+        time.sleep(pace_s)
+    for client in (migration.target, migration.source):
+        client.cluster("SETSLOT", migration.slot, "NODE", migration.target_id)
+
+
+def test_a_live_reshard_at_cli_pace_loses_no_call_within_the_documented_budget(cluster: list[str]) -> None:
+    """CIS-DUR-4, CIS-KEY-2: the slot of a live run (20 calls made) is resharded one key per 50 ms while
+    a worker keeps invoking in it. A script whose keys are split over the two nodes cannot run
+    (ASK, then TRYAGAIN on the importing node), so every create and completion waits until the slot
+    has moved, at most keys-in-slot x pace; with RetryPolicy.budget_ms set to that plus one second
+    (the documented rule) no call is lost: every create admitted once, every completion written,
+    every record READY. The added latency is printed."""
+    clock = FakeClock()
+    client = RedisCluster.from_url(cluster[0])
+    run = "run-reshard"
+    warm = RedisStore(client, prefix=PREFIX, clock=clock)
+    open_default_run(warm, clock(), run_id=run, tool_call_budget=200)
+    for index in range(20):
+        made = admitted(warm, request(f"warm_{index}", run_id=run))
+        done = ready(made, clock())
+        assert warm.complete(made, done) == done
+    slot = client.keyslot(run_key(PREFIX, run))
+    owner = client.get_node_from_key(run_key(PREFIX, run))
+    source_index = next(i for i, url in enumerate(cluster) if url.endswith(f":{owner.port}/0"))
+    migration = _Migration(cluster, slot, source_index)
+    keys = len(_keys_in_slot(migration.source, slot))
+    budget_ms = int(keys * RESHARD_PACE_S * 1000) + 1_000
+    store = RedisStore(client, prefix=PREFIX, clock=clock, retry_policy=RetryPolicy(budget_ms=budget_ms))
+    moved: list[float] = []
+    mover = threading.Thread(target=_reshard_key_by_key, args=(migration, RESHARD_PACE_S, moved), daemon=True)
+    latencies: list[float] = []
+    outcomes: list[object] = []
+    try:
+        baseline_started = time.monotonic()
+        for index in range(5):
+            made = admitted(store, request(f"base_{index}", run_id=run))
+            store.complete(made, ready(made, clock()))
+        baseline = (time.monotonic() - baseline_started) / 5
+        mover.start()
+        index = 0
+        while mover.is_alive() or index < 5:
+            started = time.monotonic()
+            try:
+                created = store.create(request(f"live_{index}", run_id=run), LIMITS)
+                outcome: object = created
+                if isinstance(created, Admission):
+                    outcome = store.complete(created.record, ready(created.record, clock()))
+            except StoreUnavailableError as exc:
+                outcome = exc
+            latencies.append(time.monotonic() - started)
+            outcomes.append(outcome)
+            index += 1
+        mover.join()
+        lost = [o for o in outcomes if not hasattr(o, "status")]
+        assert lost == [], lost
+        assert len(moved) >= keys
+        records = store.get_many(run, [f"live_{i}" for i in range(index)])
+        assert all(r is not None and r.status.value == "READY" for r in records.values())
+        assert max(latencies) * 1000 <= budget_ms + 500
+        ordered = sorted(latencies)
+        print(
+            f"live reshard of {keys} keys at {RESHARD_PACE_S * 1000:.0f} ms/key "
+            f"({moved[-1] - moved[0]:.2f} s): {len(outcomes)} calls, 0 lost; call latency median "
+            f"{ordered[len(ordered) // 2] * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms "
+            f"(outside a migration {baseline * 1000:.1f} ms); budget {budget_ms} ms"
+        )
+    finally:
+        migration.close()
+        client.close()

@@ -76,7 +76,8 @@ def _written_run(url: str, prefix: str, clock: FakeClock) -> None:
     writer = RedisStore.from_url(url, prefix=prefix, clock=clock)
     open_default_run(writer, clock())
     first = admitted(writer, request("call_1"))
-    assert writer.complete(first, ready(first, clock())) is not None
+    done = ready(first, clock())
+    assert writer.complete(first, done) == done
     admitted(writer, request("call_2"))
     writer.close()
 

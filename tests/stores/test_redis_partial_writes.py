@@ -8,6 +8,7 @@ and compares a snapshot of every key (type, ``DUMP``) before and after.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -15,7 +16,8 @@ import redis
 
 from invocation_store.adapters import RedisStore, StoreUnavailableError, done_key, run_key
 from invocation_store.adapters import _redis_core as core
-from invocation_store.kernel import CanonicalRecord, ErrorCode, InvocationStatus
+from invocation_store.adapters._redis_scripts import EXPIRY_SLACK_MS
+from invocation_store.kernel import CanonicalRecord, ErrorCode, InvocationStatus, RunState
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
@@ -216,3 +218,31 @@ def test_a_full_memory_never_leaves_half_a_write(
         _assert_every_key_has_a_ttl(client)
         client.config_set("maxmemory", max(1, used // 2))
     assert not list(client.scan_iter(match="*:stage:*"))
+
+
+def test_on_the_server_clock_a_run_without_ttl_is_corrupt_once_past_its_expiry(client: redis.Redis) -> None:
+    """CIS-DUR-7, CIS-STORE-10: a store on the server's clock judges a run by its stored expiry (the
+    create's check folded into the read it makes anyway): a run whose TTL was removed admits nothing
+    after that expiry, and from EXPIRY_SLACK_MS after it every create, open and cancel is NoTTL with
+    nothing written. A record without TTL is never completed on the server's clock either."""
+    store = RedisStore(client, prefix="srvclk")
+    opened = store.open_run(
+        RUN, deadline_ms=store.now_ms() + 200, ttl_ms=300, tool_call_budget=5, byte_budget=10**6
+    )
+    assert isinstance(opened, RunState)
+    created = admitted(store, request("call_1"))
+    client.persist(record_key("srvclk", RUN, "call_1"))
+    assert _refused(lambda: store.complete(created, ready(created, store.now_ms()))).cause == "NoTTL"
+    client.persist(run_key("srvclk", RUN))
+    while store.now_ms() < opened.expires_at_ms + EXPIRY_SLACK_MS + 20:
+        time.sleep(0.05)
+    before = _snapshot(client)
+    for operation in (
+        lambda: store.create(request("call_2"), LIMITS),
+        lambda: store.open_run(
+            RUN, deadline_ms=store.now_ms() + 1_000, ttl_ms=300, tool_call_budget=5, byte_budget=9
+        ),
+        lambda: store.cancel_run(RUN),
+    ):
+        assert _refused(operation).cause == "NoTTL"
+    assert _snapshot(client) == before

@@ -80,7 +80,7 @@ TABLE: list[tuple[str, Callable[[], Exception], bool, str]] = [
 
 
 class _Planted:
-    """Wraps a store's ``execute_command``: every EVALSHA of the create script fails with ``make()``."""
+    """Wraps a store's script sender (``_send``): every EVALSHA of the create script fails with ``make()``."""
 
     def __init__(self, execute: Callable[..., Any], sha: str, make: Callable[[], Exception]) -> None:
         self._execute = execute
@@ -130,13 +130,13 @@ def test_retry_classification(
         retry_policy=RetryPolicy(budget_ms=BUDGET_MS),
     )
     open_default_run(store, clock())
-    planted = _Planted(store._execute, store._create.sha, make)
-    store._execute = planted
+    planted = _Planted(store._send, store._create.sha, make)
+    store._send = planted
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError) as caught:
         store.create(request(), LIMITS)
     _check(retried, planted.sends, time.monotonic() - started, caught.value, cause)
-    store._execute = planted._execute
+    store._send = planted._execute
     assert isinstance(store.create(request("call_2"), LIMITS), Admission)
     store.close()
 
@@ -159,8 +159,8 @@ def test_retry_classification_async(
                 "run-1", deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
             )
             assert not isinstance(opened, ErrorCode)
-            planted = _Planted(store._execute, store._create.sha, make)
-            store._execute = planted.async_call
+            planted = _Planted(store._send, store._create.sha, make)
+            store._send = planted.async_call
             started = time.monotonic()
             with pytest.raises(StoreUnavailableError) as caught:
                 await store.create(request(), LIMITS)
@@ -177,8 +177,8 @@ def test_noscript_reloads_the_scripts_and_resends_once(redis_url: str, clock: Fa
     scripts loaded and the call resent once (two sends); a second NOSCRIPT is STORE_UNAVAILABLE."""
     store = RedisStore.from_url(redis_url, prefix="retry-noscript", clock=clock)
     open_default_run(store, clock())
-    planted = _Planted(store._execute, store._create.sha, lambda: redis.exceptions.NoScriptError("NOSCRIPT"))
-    store._execute = planted
+    planted = _Planted(store._send, store._create.sha, lambda: redis.exceptions.NoScriptError("NOSCRIPT"))
+    store._send = planted
     with pytest.raises(StoreUnavailableError) as caught:
         store.create(request(), LIMITS)
     assert planted.sends == 2

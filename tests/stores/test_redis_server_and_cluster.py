@@ -168,7 +168,9 @@ def test_the_async_store_takes_the_same_cluster_paths(cluster_urls: list[str]) -
                 assert await store.calls(run) == ("call_1", "call_2")
                 assert await store.completed(run) == ("call_1",)
                 assert await store.ttl_remaining_ms(run, "call_1") is not None
-                assert await store.cancel_run(run) is not None
+                cancelled = await store.cancel_run(run)
+                assert isinstance(cancelled, RunState)
+                assert cancelled.status is RunStatus.CANCELLED
             await client.script_flush()  # on every primary: the scripts must reload themselves
             after = await store.create(request("call_9", run_id="run-0"), LIMITS)
             assert after is ErrorCode.RUN_INACTIVE  # the script ran again: the run is cancelled

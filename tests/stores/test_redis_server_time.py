@@ -1,4 +1,9 @@
-"""Server time: a create whose script starts long after its ``now`` never trusts that ``now`` (CIS-DUR-11)."""
+"""One clock per deployment: every Redis decision that compares times is taken on the server's clock.
+
+Hosts whose clocks differ by seconds (or minutes) decide identically, a paused server never
+admits a call past its deadline, and each store's ``now_ms`` is a lower bound of server TIME
+(CIS-STORE-10, CIS-DUR-11).
+"""
 
 from __future__ import annotations
 
@@ -7,22 +12,38 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 import redis
 
+from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
 from invocation_store.adapters import AsyncRedisStore, RedisStore
-from invocation_store.adapters.redis import DEFAULT_MAX_LAG_MS
-from invocation_store.kernel import Admission, AdmissionRequest, ErrorCode, RunState
-from invocation_store.testing import FakeClock
+from invocation_store.adapters._redis_clock import DRIFT, ServerClock, monotonic_ms
+from invocation_store.kernel import (
+    Admission,
+    AdmissionRequest,
+    ErrorCode,
+    EvidenceStatus,
+    InvocationStatus,
+    Projection,
+    RunState,
+)
 from invocation_store.testing.redis_server import redis_server
 
-from ._support import LIMITS, request
+from ._support import LIMITS, failed, request
 
 pytestmark = pytest.mark.redis
 
 PAUSE_S = 2.0
 DEADLINE_IN_MS = 1_000
+
+
+def _server_ms(url: str) -> int:
+    with redis.Redis.from_url(url) as client:
+        seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def _pause_soon(url: str) -> threading.Event:
@@ -42,48 +63,42 @@ def _pause_soon(url: str) -> threading.Event:
     return stopped
 
 
-def _open(store: RedisStore, run_id: str) -> None:
+def _open(
+    store: RedisStore, run_id: str, deadline_in_ms: int = DEADLINE_IN_MS, ttl_ms: int = 60_000
+) -> RunState:
     opened = store.open_run(
         run_id,
-        deadline_ms=store.now_ms() + DEADLINE_IN_MS,
-        ttl_ms=60_000,
+        deadline_ms=store.now_ms() + deadline_in_ms,
+        ttl_ms=ttl_ms,
         tool_call_budget=5,
         byte_budget=10**6,
     )
     assert isinstance(opened, RunState)
+    return opened
 
 
-def _request(store: RedisStore | AsyncRedisStore, run_id: str, tool_call_id: str) -> AdmissionRequest:
+def _request(run_id: str, tool_call_id: str) -> AdmissionRequest:
     return request(tool_call_id, run_id=run_id)
 
 
 def test_a_create_delayed_past_the_deadline_by_a_paused_server_is_refused() -> None:
-    """CIS-DUR-11, CIS-RUN-4: the server is paused (SIGSTOP) while a create whose now is before the
-    run's deadline is in flight, and resumes after the deadline: the script finds it started more
-    than max_lag_ms after its now (server TIME), writes nothing, and the store resends with a fresh
-    now: RUN_DEADLINE_EXCEEDED. Without the check (max_lag_ms=0) the stale now admits the call."""
+    """CIS-DUR-11, CIS-RUN-4, CIS-STORE-10: the server is paused (SIGSTOP) while a create sent before
+    the run's deadline is in flight, and resumes after the deadline: the script reads the server's
+    clock when it runs, so the call is RUN_DEADLINE_EXCEEDED and nothing is written. No late-start
+    bound is needed: the caller's clock is never an argument of the decision."""
     with redis_server() as url:
-        store = RedisStore.from_url(url, prefix="time")  # the wall clock: checked by default
-        _open(store, "run-checked")
-        unchecked = RedisStore.from_url(url, prefix="time", max_lag_ms=0)
-        checked_request = _request(store, "run-checked", "call_1")
-        unchecked_request = _request(unchecked, "run-unchecked", "call_1")
+        store = RedisStore.from_url(url, prefix="time")
+        _open(store, "run-paused")
+        pending = _request("run-paused", "call_1")
         _pause_soon(url)
-        outcome = store.create(checked_request, LIMITS)
-        assert outcome is ErrorCode.RUN_DEADLINE_EXCEEDED
-        assert store.get("run-checked", "call_1") is None
-        _open(unchecked, "run-unchecked")  # its deadline is DEADLINE_IN_MS from now
-        _pause_soon(url)
-        late = unchecked.create(unchecked_request, LIMITS)
-        assert isinstance(late, Admission)  # the stale now was trusted: what the check prevents
-        assert late.record.created_at_ms < late.run.deadline_ms <= store.now_ms()
-        assert isinstance(store.create(_request(store, "run-checked", "call_2"), LIMITS), ErrorCode)
+        assert store.create(pending, LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+        assert store.get("run-paused", "call_1") is None
         store.close()
-        unchecked.close()
 
 
-def test_the_async_store_checks_server_time_too() -> None:
-    """CIS-DUR-11: the same pause on an AsyncRedisStore: RUN_DEADLINE_EXCEEDED, nothing written."""
+def test_the_async_store_decides_on_server_time_too() -> None:
+    """CIS-DUR-11, CIS-STORE-10: the same pause on an AsyncRedisStore: RUN_DEADLINE_EXCEEDED, nothing
+    written."""
     with redis_server() as url:
         sync = RedisStore.from_url(url, prefix="atime")
         _open(sync, "run-a")
@@ -92,7 +107,7 @@ def test_the_async_store_checks_server_time_too() -> None:
             store = AsyncRedisStore.from_url(url, prefix="atime")
             try:
                 await store.check_server()
-                req = _request(store, "run-a", "call_1")
+                req = _request("run-a", "call_1")
                 await asyncio.to_thread(_pause_soon, url)
                 return await store.create(req, LIMITS)
             finally:
@@ -103,18 +118,237 @@ def test_the_async_store_checks_server_time_too() -> None:
         sync.close()
 
 
-def test_the_lag_bound_defaults_to_the_wall_clock_only(clock: FakeClock) -> None:
-    """CIS-DUR-11: the default bound applies to a store on the wall clock; an injected clock (which
-    tests move at will) is not compared with server time unless max_lag_ms says so; bad values refuse."""
+# -- hosts whose clocks differ -----------------------------------------------------------
+
+
+class CountingExecutor:
+    """Counts its runs per query, across every host (one executor object shared by the test)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, int] = {}
+
+    def __call__(self, args: Mapping[str, Any]) -> object:
+        key = str(args["q"])
+        self.runs[key] = self.runs.get(key, 0) + 1
+        return '{"hits": 1}'
+
+
+def _project(raw: object, args: Mapping[str, Any]) -> Projection:
+    return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="1 hit", scope="all")
+
+
+def _host(url: str, skew_ms: int, executor: CountingExecutor) -> tuple[RedisStore, ToolBoundary]:
+    """A harness host whose clock is ``skew_ms`` off: its store's local clock is the skewed wall clock."""
+
+    def skewed() -> float:
+        return time.time() * 1000 + skew_ms
+
+    store = RedisStore.from_url(url, prefix="skew", local_clock=skewed)
+    spec = ToolSpec(name="search", executor=executor, projector=_project, authorized=True, read_only=True)
+    return store, ToolBoundary(store, ToolRegistry([spec]))
+
+
+def _call(boundary: ToolBoundary, run_id: str, tool_call_id: str) -> Any:
+    envelope = ToolCallEnvelope(
+        run_id=run_id, tool_call_id=tool_call_id, tool_name="search", arguments=f'{{"q":"{tool_call_id}"}}'
+    )
+    return boundary.invoke(RunContext(run_id=run_id), envelope)
+
+
+SKEWS_MS = (10_000, -10_000, 120_000)
+
+
+def test_hosts_with_skewed_clocks_decide_alike_and_run_each_call_once() -> None:
+    """CIS-STORE-10, CIS-ID-5, CIS-RUN-4, CIS-RUN-1: hosts at +10 s, -10 s and +120 s share one run.
+    The host 10 s behind opens it (deadline 1.5 s, TTL 3 s by its now_ms) and completes c1; the
+    others see the same live run at once (re-opening with the same parameters returns it, other
+    parameters are INVALID_TRANSITION: never re-opened while its records live), re-sending c1 never
+    runs the executor again, every host's now_ms stays a lower bound of server TIME, no call is
+    admitted at or after the deadline as the server sees it, and once the server's clock passes the
+    deadline every host is refused alike."""
+    executor = CountingExecutor()
     with redis_server() as url:
-        wall = RedisStore.from_url(url)
-        fake = RedisStore.from_url(url, clock=clock)
-        assert wall._max_lag == DEFAULT_MAX_LAG_MS
-        assert fake._max_lag is None
-        assert RedisStore.from_url(url, clock=clock, max_lag_ms=250)._max_lag == 250
-        with pytest.raises(ValueError):
-            RedisStore.from_url(url, max_lag_ms=-1)
-        _open(wall, "run-w")
-        assert isinstance(wall.create(_request(wall, "run-w", "call_1"), LIMITS), Admission)
-        wall.close()
-        fake.close()
+        hosts = [_host(url, skew, executor) for skew in (-10_000, *SKEWS_MS)]
+        stores = [store for store, _ in hosts]
+        for store in stores:
+            before = _server_ms(url)
+            now = store.now_ms()
+            assert now <= _server_ms(url)
+            error = store.clock_error_ms()
+            assert error is not None
+            assert now >= before - error - 5  # follows the server, whatever the host's clock says
+        opener, opener_boundary = hosts[0]
+        run = _open(opener, "run-skew", deadline_in_ms=1_500, ttl_ms=3_000)
+        assert abs(run.opened_at_ms - _server_ms(url)) < 1_000  # stamped by the server's clock
+        first = _call(opener_boundary, "run-skew", "c1")
+        assert first.ok
+        for store, boundary in hosts[1:]:
+            same = store.open_run(
+                "run-skew",
+                deadline_ms=run.deadline_ms,
+                ttl_ms=run.ttl_ms,
+                tool_call_budget=run.tool_call_budget,
+                byte_budget=run.byte_budget,
+            )
+            assert same == store.get_run("run-skew")
+            other = store.open_run(
+                "run-skew",
+                deadline_ms=store.now_ms() + 60_000,
+                ttl_ms=3_000,
+                tool_call_budget=5,
+                byte_budget=10**6,
+            )
+            assert other is ErrorCode.INVALID_TRANSITION
+            again = _call(boundary, "run-skew", "c1")
+            assert not again.ok
+            assert again.code is ErrorCode.DUPLICATE_TOOL_CALL
+        for index, (_, boundary) in enumerate(hosts):
+            _call(boundary, "run-skew", f"c{index + 2}")
+        while _server_ms(url) < run.deadline_ms + 50:
+            time.sleep(0.05)
+        late = [_call(boundary, "run-skew", f"late{index}") for index, (_, boundary) in enumerate(hosts)]
+        assert [result.code for result in late] == [ErrorCode.RUN_DEADLINE_EXCEEDED] * len(hosts)
+        # Past the deadline, before the run lapses on the server: still not re-opened by any host.
+        for store in stores[1:]:
+            reopened = store.open_run(
+                "run-skew",
+                deadline_ms=store.now_ms() + 60_000,
+                ttl_ms=3_000,
+                tool_call_budget=5,
+                byte_budget=10**6,
+            )
+            assert reopened is ErrorCode.INVALID_TRANSITION
+        records = opener.get_many("run-skew", opener.calls("run-skew"))
+        assert records
+        for record in records.values():
+            assert record is not None
+            assert record.created_at_ms < run.deadline_ms
+            assert record.status is InvocationStatus.READY
+        assert executor.runs == {f"c{index}": 1 for index in range(1, len(hosts) + 2)}
+        for store in stores:
+            store.close()
+
+
+def test_a_record_stamped_by_the_server_is_its_own_create_on_every_host() -> None:
+    """CIS-STORE-10, CIS-RETRY-2: now_ms (the boundary's not_before_ms) never runs ahead of the server's
+    stamp, so a same-token replay read right after the create is the caller's own, for hosts 10 s
+    ahead and behind."""
+    with redis_server() as url:
+        for skew in (10_000, -10_000):
+            store = RedisStore.from_url(
+                url, prefix=f"own{skew > 0}", local_clock=lambda s=skew: time.time() * 1000 + s
+            )
+            _open(store, "run-own")
+            for index in range(5):
+                before = store.now_ms()
+                admitted = store.create(_request("run-own", f"call_{index}"), LIMITS)
+                assert isinstance(admitted, Admission)
+                assert admitted.record.created_at_ms >= before
+                assert store.now_ms() >= admitted.record.created_at_ms  # completions stamp no earlier
+            store.close()
+
+
+# -- the clock itself ----------------------------------------------------------------------
+
+
+def test_the_server_clock_is_a_lower_bound_that_never_goes_back() -> None:
+    """CIS-STORE-10: ServerClock keeps the best lower bound over readings, decays it by DRIFT, never
+    hands out a smaller value than before, ignores readings out of order, and states its error."""
+    local = [1_000.0]
+
+    def read_local() -> float:
+        return local[0]
+
+    clock = ServerClock(read_local)
+    assert clock.now_ms() is None
+    assert clock.error_ms() is None
+    clock.observe(50_000, sent_ms=990.0, received_ms=1_000.0)
+    assert clock.now_ms() == 50_000
+    assert clock.error_ms() == 10.0
+    local[0] = 11_000.0  # ten seconds later
+    assert clock.now_ms() == int(50_000 + 10_000 * (1 - DRIFT))
+    assert clock.error_ms() == pytest.approx(10.0 + 2 * DRIFT * 10_000)
+    clock.observe(40_000, sent_ms=10_999.0, received_ms=11_000.0)  # a lower reading: the bound stays
+    assert clock.now_ms() == int(50_000 + 10_000 * (1 - DRIFT))
+    clock.observe(60_500, sent_ms=10_999.0, received_ms=11_000.0)  # a higher one is taken
+    assert clock.now_ms() == 60_500
+    assert clock.error_ms() == 1.0
+    clock.observe(99_999, sent_ms=11_000.0, received_ms=10_000.0)  # out of order: ignored
+    assert clock.now_ms() == 60_500
+    bound = ServerClock(read_local)
+    bound.observe(70_000, sent_ms=10_000.0, received_ms=11_000.0)
+    assert bound.now_ms() == 70_000
+    bound.observe(10, sent_ms=11_000.0, received_ms=11_000.0)
+    assert bound.now_ms() == 70_000  # never goes back
+
+
+def test_now_ms_follows_the_server_on_a_live_store_with_every_reply() -> None:
+    """CIS-STORE-10: the blocking store reads TIME on its first now_ms; the asyncio store answers the
+    wall clock until its first round trip and the server's clock after it; both stay below TIME."""
+    with redis_server() as url:
+        store = RedisStore.from_url(url, local_clock=lambda: monotonic_ms() + 7_777_777)
+        assert store.now_ms() <= _server_ms(url)
+        _open(store, "run-now")
+        for index in range(5):
+            store.create(_request("run-now", f"call_{index}"), LIMITS)
+            assert store.now_ms() <= _server_ms(url)
+        store.close()
+
+        async def scenario() -> tuple[int, int, int]:
+            astore = AsyncRedisStore.from_url(url)
+            try:
+                await astore.check_server()
+                first = astore.now_ms()
+                return first, _server_ms(url), astore.now_ms()
+            finally:
+                await astore.close()
+
+        first, server, later = asyncio.run(scenario())
+        assert first <= server
+        assert later >= first
+
+
+def test_a_given_clock_replaces_the_server_clock_everywhere() -> None:
+    """CIS-STORE-10: with ``clock=`` the scripts decide at that clock's now and now_ms is it; no TIME
+    reading is needed (a test clock every host shares)."""
+    with redis_server() as url:
+        fixed = [1_000_000]
+        store = RedisStore.from_url(url, clock=lambda: fixed[0])
+        assert store.now_ms() == 1_000_000
+        assert store.clock_error_ms() == 0.0
+        opened = _open(store, "run-given")
+        assert opened.opened_at_ms == 1_000_000
+        admitted = store.create(_request("run-given", "call_1"), LIMITS)
+        assert isinstance(admitted, Admission)
+        assert admitted.record.created_at_ms == 1_000_000
+        fixed[0] = opened.deadline_ms
+        assert store.create(_request("run-given", "call_2"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
+        store.close()
+
+
+def test_on_the_server_clock_a_lapsed_record_is_never_completed_and_its_id_is_new() -> None:
+    """CIS-STORE-10, CIS-TTL-4, CIS-STORE-3: on the server's clock a record key that exists is live and
+    one that lapsed is absent: a completion after the record's TTL is INVALID_TRANSITION with nothing
+    written, a completion before it writes; the lapsed id is admitted again as a new call (the run
+    still live)."""
+    with redis_server() as url:
+        store = RedisStore.from_url(url, prefix="lapse")
+        opened = store.open_run(
+            "run-lapse", deadline_ms=store.now_ms() + 5_000, ttl_ms=300, tool_call_budget=9, byte_budget=10**6
+        )
+        assert isinstance(opened, RunState)
+        kept = store.create(_request("run-lapse", "kept"), LIMITS)
+        lapsing = store.create(_request("run-lapse", "lapsing"), LIMITS)
+        assert isinstance(kept, Admission)
+        assert isinstance(lapsing, Admission)
+        done = failed(kept.record, store.now_ms(), ErrorCode.EXECUTION_FAILED)
+        assert store.complete(kept.record, done) == done
+        late = failed(lapsing.record, store.now_ms(), ErrorCode.EXECUTION_FAILED)  # decided while live
+        time.sleep(0.4)
+        assert store.complete(lapsing.record, late) is ErrorCode.INVALID_TRANSITION
+        assert store.get("run-lapse", "lapsing") is None
+        again = store.create(_request("run-lapse", "lapsing"), LIMITS)
+        assert isinstance(again, Admission)
+        assert not again.replayed
+        assert again.record.sequence == 3
+        store.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invocation_store.adapters import _redis_core as core
-from invocation_store.kernel import Limits, admit, open_run
+from invocation_store.kernel import ErrorCode, Limits, RunState, admit, open_run
 
 from ._support import RUN, request
 
@@ -19,7 +19,7 @@ def _run_tail(*, used: int, used_bytes: int, budget: int, byte_budget: int, dead
 
 
 def _plan(arguments: str = '{"a": 1}') -> core.CreatePlan:
-    plan = core.plan_create("cis", request(arguments=arguments), Limits(), NOW)
+    plan = core.plan_create("cis", request(arguments=arguments), Limits(), None)
     assert isinstance(plan, core.CreatePlan)
     return plan
 
@@ -29,58 +29,67 @@ def _plan(arguments: str = '{"a": 1}') -> core.CreatePlan:
     [
         # used + size == byte budget: the kernel admits, so this refusal is a corrupt reply.
         (
-            "ERR RUN_BYTES_EXHAUSTED "
+            f"ERR RUN_BYTES_EXHAUSTED {NOW} "
             + _run_tail(used=0, used_bytes=2, budget=5, byte_budget=10, deadline=NOW + 9),
             False,
         ),
         (
-            "ERR RUN_BYTES_EXHAUSTED "
+            f"ERR RUN_BYTES_EXHAUSTED {NOW} "
             + _run_tail(used=0, used_bytes=3, budget=5, byte_budget=10, deadline=NOW + 9),
             True,
         ),
         (
-            "ERR TOOL_BUDGET_EXHAUSTED "
+            f"ERR TOOL_BUDGET_EXHAUSTED {NOW} "
             + _run_tail(used=4, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9),
             False,
         ),
         (
-            "ERR TOOL_BUDGET_EXHAUSTED "
+            f"ERR TOOL_BUDGET_EXHAUSTED {NOW} "
             + _run_tail(used=5, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9),
             True,
         ),
         (
-            "ERR RUN_DEADLINE_EXCEEDED "
+            f"ERR RUN_DEADLINE_EXCEEDED {NOW} "
             + _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 1),
             False,
         ),
         (
-            "ERR RUN_DEADLINE_EXCEEDED "
+            f"ERR RUN_DEADLINE_EXCEEDED {NOW} "
             + _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW),
             True,
         ),
         (
-            "ERR DUPLICATE_TOOL_CALL "
+            f"ERR DUPLICATE_TOOL_CALL {NOW} "
             + _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW),
             False,
         ),
         (
-            "ERR DUPLICATE_TOOL_CALL "
+            f"ERR DUPLICATE_TOOL_CALL {NOW} "
             + _run_tail(used=5, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9),
             True,
         ),
-        ("ERR RUN_INACTIVE", True),
-        ("ERR TOOL_BUDGET_EXHAUSTED", False),  # a refusal decided on a run must say which run
-        ("ERR NO_SUCH_CODE", False),
+        # the time the script decided at is the kernel's: one ms later the deadline has passed
+        (
+            f"ERR RUN_DEADLINE_EXCEEDED {NOW + 1} "
+            + _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 1),
+            True,
+        ),
+        (f"ERR RUN_INACTIVE {NOW}", True),
+        (f"ERR TOOL_BUDGET_EXHAUSTED {NOW}", False),  # a refusal decided on a run must say which run
+        (f"ERR NO_SUCH_CODE {NOW}", False),
     ],
 )
 def test_create_refusals_are_re_decided_by_the_kernel(reply: str, agrees: bool) -> None:
-    """CIS-STORE-8, CIS-RUN-5, CIS-RUN-6, CIS-RUN-4: a refusal stands only if kernel admit makes it too.
+    """CIS-STORE-8, CIS-RUN-5, CIS-RUN-6, CIS-RUN-4, CIS-STORE-10: a refusal stands only if kernel admit
+    makes it too, at the time the script reports it decided at (the server's clock).
 
     The request is 8 bytes; at ``used_bytes=2`` and a budget of 10 it fits exactly.
     """
     plan = _plan()
     if agrees:
-        assert core.finish_create(plan, reply.encode()).value == reply.split(" ")[1]
+        code, decided_at = core.finish_create(plan, reply.encode())
+        assert code.value == reply.split(" ")[1]  # type: ignore[union-attr]
+        assert decided_at == int(reply.split(" ")[2])
     else:
         with pytest.raises(core.CorruptReplyError) as caught:
             core.finish_create(plan, reply.encode())
@@ -94,16 +103,26 @@ def test_open_and_end_refusals_are_re_decided_by_the_kernel() -> None:
     assert isinstance(plan, core.OpenPlan)
     same = plan.args[2:]  # the run values the script would compare: identical parameters
     with pytest.raises(core.CorruptReplyError):
-        core.finish_open(plan, ("ERR INVALID_TRANSITION " + " ".join(same)).encode(), NOW)
+        core.finish_open(plan, (f"ERR INVALID_TRANSITION {NOW} " + " ".join(same)).encode())
     other = (*same[:6], "2", *same[7:])  # another tool-call budget: refusing is right
-    assert core.finish_open(plan, ("ERR INVALID_TRANSITION " + " ".join(other)).encode(), NOW).value == (
-        "INVALID_TRANSITION"
-    )
+    refused, _ = core.finish_open(plan, (f"ERR INVALID_TRANSITION {NOW} " + " ".join(other)).encode())
+    assert refused is ErrorCode.INVALID_TRANSITION
+    # A lapsed run (the script's time past its expiry) is never refused: the kernel opens afresh.
+    lapsed = f"ERR INVALID_TRANSITION {NOW + 10 + 5} " + " ".join(other)
+    with pytest.raises(core.CorruptReplyError):
+        core.finish_open(plan, lapsed.encode())
+    fresh, decided_at = core.finish_open(plan, f"FRESH {NOW + 3}".encode())
+    assert isinstance(fresh, RunState)
+    assert fresh.opened_at_ms == decided_at == NOW + 3  # stamped with the script's time
     closed = (same[0], "CLOSED", *same[2:])
     cancelled = (same[0], "CANCELLED", *same[2:])
 
     def end(reply: str) -> object:
-        return core.finish_end_run(RUN, True, reply.encode(), NOW)
+        head, _, rest = reply.partition(" ")
+        if head == "ERR":
+            code, _, rest = rest.partition(" ")
+            head = f"ERR {code}"
+        return core.finish_end_run(RUN, True, f"{head} {NOW} {rest}".strip().encode())[0]
 
     assert end("ERR INVALID_TRANSITION " + " ".join(closed)).value == "INVALID_TRANSITION"  # type: ignore[attr-defined]
     assert end("ERR RUN_INACTIVE").value == "RUN_INACTIVE"  # type: ignore[attr-defined]
@@ -137,15 +156,16 @@ def test_the_plans_kernel_run_matches_open_run() -> None:
         None, run_id=RUN, now_ms=NOW, deadline_ms=NOW + 10, ttl_ms=5, tool_call_budget=1, byte_budget=1
     )
     assert plan.fresh == fresh
-    assert admit(fresh, None, request(), Limits(), NOW) is not None
+    # the refusal checks run on it: a 1-byte budget refuses the request's bytes
+    assert admit(fresh, None, request(), Limits(), NOW) is ErrorCode.RUN_BYTES_EXHAUSTED
 
 
 def test_a_create_reply_with_a_foreign_run_status_is_corrupt() -> None:
     """CIS-STORE-6: an admission reply whose run status is no RunStatus is CorruptRun, never decoded."""
     tail = _run_tail(used=0, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9)
     with pytest.raises(core.CorruptReplyError) as caught:
-        core.finish_create(_plan(), ("OK " + tail.replace("ACTIVE", "PAUSED", 1)).encode())
+        core.finish_create(_plan(), (f"OK {NOW} " + tail.replace("ACTIVE", "PAUSED", 1)).encode())
     assert caught.value.cause == "CorruptRun"
     with pytest.raises(core.CorruptReplyError) as caught:
-        core.finish_create(_plan(), ("OK " + tail.replace(RUN, "run-2", 1)).encode())
+        core.finish_create(_plan(), (f"OK {NOW} " + tail.replace(RUN, "run-2", 1)).encode())
     assert caught.value.cause == "IdentityMismatch"

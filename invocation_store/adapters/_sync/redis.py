@@ -41,6 +41,7 @@ from ...kernel import (
 )
 from .. import _redis_core as core
 from .._protocol import CorruptRecordError, StoreUnavailableError
+from .._redis_clock import ServerClock, monotonic_ms
 from .._redis_common import (
     DEFAULT_OPTIONS,
     DEFAULT_PREFIX,
@@ -48,7 +49,6 @@ from .._redis_common import (
     LOG,
     bad_url,
     is_hello_failure,
-    max_lag,
     nonce,
     old_version_error,
     raise_first_error,
@@ -56,6 +56,7 @@ from .._redis_common import (
     report_failure,
     resp2_connection,
     server_ms,
+    socket_timeout_ms,
     split_command,
 )
 from .._redis_flavour import Command, RedisFlavour, Send
@@ -69,6 +70,7 @@ from .._redis_scripts import (
     OPEN_RUN_SCRIPT,
     PROGRESS_SCRIPT,
     RUN_FIELDS,
+    UNDO_OPEN_SCRIPT,
 )
 from .._redis_server import (
     POLICY_CHECK_INTERVAL_MS,
@@ -93,17 +95,21 @@ class RedisStore:
     ``redis.cluster.RedisCluster`` works too: every script and pipelined read
     of a run touches the one slot of the run's hash tag (CIS-KEY-2).
     ``prefix`` starts every key (default ``"cis"``; non-empty, no braces: else
-    ``ValueError``). ``clock`` returns integer ms (default: wall clock).
+    ``ValueError``). Clocks (CIS-STORE-10): by default every decision that compares
+    times is taken by the scripts on the server's clock (``TIME``), which every host
+    shares, and :meth:`now_ms` is a lower bound of it (``_redis_clock``:
+    ``local_clock``, the host's monotonic clock in ms, interpolates between readings of
+    the server's). ``clock`` (integer ms) replaces the server's clock in every decision
+    and in :meth:`now_ms`: for tests, and for deployments whose every host passes the
+    same clock; never give hosts that share a run different clocks.
     ``durability`` (default: wait for nothing) makes run opens and creates wait for
     replicas and/or the AOF before they answer; a create that misses it is
     DURABILITY_NOT_REACHED and its executor never runs (CIS-DUR-2).
     ``allow_eviction=True`` accepts a server whose ``maxmemory-policy`` can evict
     the store's keys, which is refused otherwise (CIS-DUR-3). ``retry_policy``
-    bounds how long transient failures are retried (CIS-DUR-4). ``max_lag_ms``
-    bounds how much later than sent a create's script may start by server ``TIME``
-    (default: :data:`DEFAULT_MAX_LAG_MS` with the wall clock, no check with an
-    injected clock; 0: no check); a later one writes nothing and is resent once
-    with a fresh ``now`` (CIS-DUR-11).
+    bounds how long transient failures are retried (CIS-DUR-4). A waiting
+    ``durability`` whose ``timeout_ms`` the client's socket timeout would cut short
+    is a ``ValueError`` (CIS-DUR-2).
     Safe to share as redis-py's connection pool is: across threads for the blocking
     store; within the one event loop that uses it (and closes it) for the asyncio store.
     A waiting durability mode is a ``ValueError`` on redis-py's asyncio cluster client,
@@ -121,30 +127,39 @@ class RedisStore:
         durability: Durability | None = None,
         allow_eviction: bool = False,
         retry_policy: RetryPolicy = DEFAULT_RETRY,
-        max_lag_ms: int | None = None,
+        local_clock: Callable[[], float] | None = None,
     ) -> None:
         self._client = client
         self._prefix = core.check_prefix(prefix)
-        self._clock = clock or wall_clock_ms
+        self._clock = clock
+        self._server_clock = ServerClock(local_clock or monotonic_ms)
         self._owns_client = owns_client
         self._durability = durability or Durability()
         self._allow_eviction = allow_eviction
         self._retry = retry_policy
-        self._max_lag = max_lag(max_lag_ms, injected_clock=clock is not None)
-        self._offset_ms = 0  # server TIME minus the store clock, measured by _calibrate
         self._ready = False
         self._checked = False  # the first check_server passed once (replicas are counted then only)
         self._policy_checked = 0.0  # time.monotonic() of the last maxmemory-policy reading
         self._cluster = isinstance(client, redis.cluster.RedisCluster)
         if self._cluster and self._durability.waits and not RedisFlavour.WAITS_ON_CLUSTER:
             raise ValueError("a durability mode that waits is not supported on an asyncio cluster client")
+        socket_ms = socket_timeout_ms(client)
+        if self._durability.waits and socket_ms is not None and socket_ms <= self._durability.timeout_ms:
+            raise ValueError(
+                f"Durability.timeout_ms ({self._durability.timeout_ms} ms) must be shorter than the "
+                f"client's socket timeout ({socket_ms:.0f} ms): a wait cut short would be resent"
+            )
         # redis-py leaves execute_command untyped; this is the one place it is named.
         self._execute: Command = client.execute_command
+        # The scripts go on a held pool connection unless the client pins one itself.
+        holds = not self._cluster and getattr(client, "connection", None) is None
+        self._send: Command = self._send_held if holds else self._execute
         self._open: Script = client.register_script(OPEN_RUN_SCRIPT)
         self._end: Script = client.register_script(END_RUN_SCRIPT)
         self._create: Script = client.register_script(CREATE_SCRIPT)
         self._complete: Script = client.register_script(COMPLETE_SCRIPT)
         self._progress: Script = client.register_script(PROGRESS_SCRIPT)
+        self._undo_open: Script = client.register_script(UNDO_OPEN_SCRIPT)
 
     @classmethod
     def from_url(
@@ -156,7 +171,7 @@ class RedisStore:
         durability: Durability | None = None,
         allow_eviction: bool = False,
         retry_policy: RetryPolicy = DEFAULT_RETRY,
-        max_lag_ms: int | None = None,
+        local_clock: Callable[[], float] | None = None,
         **options: Any,
     ) -> RedisStore:
         """Build a store on a new client for ``url`` (``redis://``, ``rediss://``, ``unix://``).
@@ -185,7 +200,7 @@ class RedisStore:
             durability=durability,
             allow_eviction=allow_eviction,
             retry_policy=retry_policy,
-            max_lag_ms=max_lag_ms,
+            local_clock=local_clock,
         )
 
     @property
@@ -194,8 +209,52 @@ class RedisStore:
         return self._prefix
 
     def now_ms(self) -> int:
-        """The store's clock in integer ms."""
-        return self._clock()
+        """The store's clock in integer ms: the given ``clock``, else a lower bound of the server's.
+
+        CIS-STORE-10.
+
+        Never ahead of server ``TIME``; behind it by at most the round trip of the
+        reading it rests on plus 0.2% of the time since (``_redis_clock``). Readings
+        come with every script reply and every server check. Before the store's first
+        round trip the blocking store reads ``TIME`` once here; the asyncio store, which
+        cannot wait here, answers the host's wall clock until its first round trip
+        (``store.check_server()`` takes one). A store that cannot read ``TIME`` (a
+        user with ``+@read`` rights alone, CIS-DUR-9) and never writes answers the wall
+        clock too: it only judges what it reads, which Redis' own TTL lapses anyway.
+        """
+        if self._clock is not None:
+            return self._clock()
+        now = self._server_clock.now_ms()
+        if now is not None:
+            return now
+        try:
+            reading = RedisFlavour.time_reading(self._execute, self._server_clock.local_ms)
+        except FAILURES:  # no TIME for this user (+@read alone), an old or unreachable server
+            reading = None
+        if reading is None:
+            return wall_clock_ms()
+        reply, sent, received = reading
+        self._server_clock.observe(server_ms(reply), sent, received)
+        now = self._server_clock.now_ms()
+        return wall_clock_ms() if now is None else now
+
+    def clock_error_ms(self) -> float | None:
+        """How far behind the server's clock :meth:`now_ms` may be, in ms (0 with a given clock).
+
+        None before the first reading.
+        """
+        if self._clock is not None:
+            return 0.0
+        return self._server_clock.error_ms()
+
+    def _observe(self, decided_at: int, sent: float) -> None:
+        """A script's reported time, taken between ``sent`` and now on the local clock, as a reading."""
+        if self._clock is None:
+            self._server_clock.observe(decided_at, sent, self._server_clock.local_ms())
+
+    def _given_now(self) -> int | None:
+        """The ``now`` a script decides at: the given clock's reading, or None (the server's clock)."""
+        return None if self._clock is None else self._clock()
 
     def check_server(self) -> None:
         """Check the server once, before the first write; later calls do nothing.
@@ -212,15 +271,19 @@ class RedisStore:
         """
         if self._ready:
             return
-        scripts = (self._open, self._end, self._create, self._complete, self._progress)
+        scripts = (self._open, self._end, self._create, self._complete, self._progress, self._undo_open)
         checks = check_commands(self._durability)
         commands: tuple[tuple[Any, ...], ...] = (
             *checks,
             *(("SCRIPT LOAD", script.script) for script in scripts),
+            ("TIME",),
         )
         failure: StoreUnavailableError | None = None
         try:
-            for replies in self._on_every_node(commands):
+            sent = self._server_clock.local_ms()
+            everyone = self._on_every_node(commands)
+            received = self._server_clock.local_ms()
+            for replies in everyone:
                 judge_server(
                     replies[: len(checks)],
                     durability=self._durability,
@@ -228,6 +291,7 @@ class RedisStore:
                     first=not self._checked,
                 )
                 raise_first_error(replies)
+            self._server_clock.observe(server_ms(everyone[0][-1]), sent, received)
         except StoreUnavailableError as exc:  # a refusal: the message names what to change
             report_failure("check_server", exc)
             failure = exc
@@ -240,14 +304,6 @@ class RedisStore:
             raise failure
         self._ready = self._checked = True
         self._policy_checked = time.monotonic()
-        if self._max_lag is not None:
-            try:
-                self._calibrate()
-            except FAILURES as exc:
-                self._ready = False
-                failure = StoreUnavailableError(report_failure("check_server", exc))
-            if failure is not None:
-                raise failure
 
     def _on_every_node(self, commands: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
         """``commands`` pipelined on the server, or on every primary of a cluster: replies per node.
@@ -286,9 +342,14 @@ class RedisStore:
             return
         failure: StoreUnavailableError | None = None
         try:
-            for replies in self._on_every_node((("INFO", "memory"),)):
+            sent = self._server_clock.local_ms()
+            everyone = self._on_every_node((("INFO", "memory"), ("TIME",)))
+            received = self._server_clock.local_ms()
+            for replies in everyone:
                 raise_first_error(replies)
                 judge_policy(replies[0], allow_eviction=self._allow_eviction, drifted=True)
+            # The clock is re-measured on the same schedule.
+            self._server_clock.observe(server_ms(everyone[0][1]), sent, received)
         except StoreUnavailableError as exc:
             self._ready = False
             report_failure("check_server", exc)
@@ -334,15 +395,15 @@ class RedisStore:
         live run is INVALID_TRANSITION; an unsafe id is RUN_MISMATCH. Raises
         ``ValueError`` for negative budgets, a non-positive TTL or ints >= 2**53.
         """
-        now = self._clock()
         plan = core.plan_open(
             self._prefix,
             run_id,
-            now,
+            self._given_now(),
             deadline_ms=deadline_ms,
             ttl_ms=ttl_ms,
             tool_call_budget=tool_call_budget,
             byte_budget=byte_budget,
+            touch=self._durability.waits,
         )
         if isinstance(plan, ErrorCode):
             return plan
@@ -350,29 +411,36 @@ class RedisStore:
             self._check_drift(at_open=True)
             try:
                 if self._durability.waits:
-                    return self._durable_open(plan, now)
+                    return self._durable_open(plan)
+                sent = self._server_clock.local_ms()
                 reply = core.refuse_corrupt(
                     self._io(lambda: self._open(keys=plan.keys, args=plan.args, client=self._client))
                 )
-                return core.finish_open(plan, reply, now)
+                opened, decided_at = core.finish_open(plan, reply)
+                self._observe(decided_at, sent)
+                return opened
             except FAILURES as exc:
                 failure = self._failure("open_run", exc)
         raise failure
 
     def _end_run(self, run_id: str, cancel: bool) -> RunState | ErrorCode:
-        planned = core.plan_end_run(self._prefix, run_id, cancel)
-        if planned is None:
+        if not is_safe_id(run_id):
             return ErrorCode.RUN_INACTIVE
         with operation_deadline(self._retry.budget_ms):
             self.check_server()
-            now = self._clock()
-            key, target = planned
+            planned = core.plan_end_run(self._prefix, run_id, cancel, self._given_now())
+            if planned is None:  # pragma: no cover - the id was checked above
+                return ErrorCode.RUN_INACTIVE
             try:
-                args = (str(now), target)
+                sent = self._server_clock.local_ms()
+                key, args = planned
                 reply = core.refuse_corrupt(
                     self._io(lambda: self._end(keys=(key,), args=args, client=self._client))
                 )
-                return core.finish_end_run(run_id, cancel, reply, now)
+                ended, decided_at = core.finish_end_run(run_id, cancel, reply)
+                if decided_at:
+                    self._observe(decided_at, sent)
+                return ended
             except FAILURES as exc:
                 failure = self._failure("end_run", exc)
         raise failure
@@ -393,7 +461,7 @@ class RedisStore:
         try:
             values = self._io(lambda: self._client.hmget(key, RUN_FIELDS))
             run = core.decode_run(values, run_id)
-            return live(run, self._clock())
+            return live(run, self.now_ms())
         except FAILURES as exc:
             failure = self._failure("get_run", exc)
         raise failure
@@ -407,9 +475,14 @@ class RedisStore:
         the same invocation token, CIS-RETRY-2) or RUN_INACTIVE,
         RUN_DEADLINE_EXCEEDED, DUPLICATE_TOOL_CALL, TOOL_BUDGET_EXHAUSTED,
         INVALID_ARGUMENTS, RUN_BYTES_EXHAUSTED or a Begin code. The record's TTL is
-        set once, here (CIS-TTL-1). Time is the store's clock (CIS-STORE-10).
+        set once, here (CIS-TTL-1). Time is the server's clock, read by the script, which
+        stamps the record with it (or the given clock, CIS-STORE-10); in a waiting
+        durability mode OK means the record itself reached it, also when the create was
+        resent and replayed (CIS-DUR-2).
         """
-        plan = core.plan_create(self._prefix, request, limits, self._clock())
+        plan = core.plan_create(
+            self._prefix, request, limits, self._given_now(), touch=self._durability.waits
+        )
         if isinstance(plan, ErrorCode):
             return plan
         with operation_deadline(self._retry.budget_ms):
@@ -421,41 +494,42 @@ class RedisStore:
         raise failure
 
     def _create_planned(self, plan: core.CreatePlan, limits: Limits) -> Admission | ErrorCode:
-        """Send the planned create (resent once with a fresh ``now`` after ``LATE``, CIS-DUR-11)."""
-        for attempt in range(2):
-            command = self._timed(plan)
-            if self._durability.waits:
-                reply, waited = self._io(
-                    functools.partial(self._send_waited, self._create, command),
-                )
-            else:
-                reply, waited = (
-                    self._io(functools.partial(self._evalsha, self._create, command)),
-                    None,
-                )
-            if not core.is_late(reply):
-                return self._finish_create(plan, reply, waited, limits)
-            if attempt:
-                raise core.CorruptReplyError("ServerLag")
-            # The script started too late for its now: learn the offset again, resend with a fresh now.
-            LOG.warning("redis store: create started later than its bound; resent with a fresh clock")
-            self._calibrate()
-            replanned = core.plan_create(self._prefix, plan.request, limits, self._clock())
-            if isinstance(replanned, ErrorCode):
-                return replanned
-            plan = replanned
-        raise core.CorruptReplyError("ServerLag")  # pragma: no cover - the loop returns or raises
+        """Send the planned create (pipelined with the durability wait in a waiting mode)."""
+        sent = self._server_clock.local_ms()
+        if self._durability.waits:
+            reply, waited = self._io(functools.partial(self._send_waited, self._create, plan.command))
+        else:
+            reply, waited = self._io(functools.partial(self._evalsha, self._create, plan.command)), None
+        admitted, decided_at = core.finish_create(plan, core.refuse_corrupt(reply))
+        self._observe(decided_at, sent)
+        if (
+            not self._durability.waits
+            or not isinstance(admitted, Admission)
+            or self._durability.reached(waited)
+        ):
+            return admitted
+        # Not reached: DURABILITY_NOT_REACHED, so the executor never runs; the record the
+        # script wrote (or replayed) is moved to ERROR/DURABILITY_NOT_REACHED, best effort.
+        LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
+        failed = core.undurable(admitted.record, max(self.now_ms(), admitted.record.updated_at_ms), limits)
+        if failed is not None:
+            with contextlib.suppress(StoreUnavailableError):
+                self.complete(admitted.record, failed)
+        return ErrorCode.DURABILITY_NOT_REACHED
 
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
         """Compare-and-set ``before`` -> ``after`` in one script mirroring kernel ``decide_complete``.
 
         WRITE (fields updated with ``HSET``/``HDEL``, so the TTL is kept, CIS-TTL-3)
         returns ``after``; REPLAY returns the stored record (CIS-RETRY-2); otherwise
-        INVALID_TRANSITION and nothing written (CIS-STORE-3). Raises ``ValueError``
-        if ``after`` changes an identity field (kernel programming error).
+        INVALID_TRANSITION and nothing written (CIS-STORE-3). Liveness is judged on the
+        server's clock (the record's own expiry) unless the store was given a clock
+        (CIS-STORE-10). Raises ``ValueError`` if ``after`` changes an identity field
+        (kernel programming error).
         """
-        now = self._clock()
-        plan = core.plan_complete(self._prefix, before, after, now, nonce)
+        plan = core.plan_complete(
+            self._prefix, before, after, self.now_ms(), nonce, server_clock=self._clock is None
+        )
         if isinstance(plan, ErrorCode):
             return plan
         with operation_deadline(self._retry.budget_ms):
@@ -474,50 +548,28 @@ class RedisStore:
                 failure = self._failure("complete", exc, before.run_id, before.tool_call_id)
         raise failure
 
-    def _durable_open(self, plan: core.OpenPlan, now: int) -> RunState | ErrorCode:
-        """Open the run and wait for the durability mode in the same round trip (CIS-DUR-2)."""
+    def _durable_open(self, plan: core.OpenPlan) -> RunState | ErrorCode:
+        """Open the run and wait for the durability mode in the same round trip (CIS-DUR-2).
+
+        A run this open stored whose wait was not reached is deleted again (UNDO_OPEN_SCRIPT,
+        unless a call was admitted into it meanwhile), so that a refused open leaves
+        nothing behind and opening the run again, with any parameters, works (CIS-DUR-14).
+        """
         command = (str(len(plan.keys)), *plan.keys, *plan.args)
+        sent = self._server_clock.local_ms()
         reply, waited = self._io(lambda: self._send_waited(self._open, command))
-        opened = core.finish_open(plan, core.refuse_corrupt(reply), now)
+        opened, decided_at = core.finish_open(plan, core.refuse_corrupt(reply))
+        self._observe(decided_at, sent)
         if isinstance(opened, RunState) and not self._durability.reached(waited):
             LOG.warning(
                 "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
             )
+            if opened.opened_at_ms == decided_at:  # this open stored it: take it back
+                keys, args = core.plan_undo_open(plan, opened)
+                with contextlib.suppress(*FAILURES):
+                    self._io(lambda: self._undo_open(keys=keys, args=args, client=self._client))
             return ErrorCode.DURABILITY_NOT_REACHED
         return opened
-
-    def _timed(self, plan: core.CreatePlan) -> tuple[bytes | str, ...]:
-        """The create's command, with the server time it should start by when lag is checked (CIS-DUR-11)."""
-        if self._max_lag is None:
-            return plan.command
-        return (*plan.command, str(plan.now_ms + self._offset_ms), str(self._max_lag))
-
-    def _calibrate(self) -> None:
-        """Measure server ``TIME`` minus the store clock (one round trip; a cluster: any node)."""
-        server = server_ms(self._io(lambda: self._execute("TIME")))
-        self._offset_ms = server - self._clock()
-
-    def _finish_create(
-        self, plan: core.CreatePlan, reply: object, waited: object, limits: Limits
-    ) -> Admission | ErrorCode:
-        """The kernel's answer to the create; in a durability mode, only once it reached it (CIS-DUR-2).
-
-        Not reached: DURABILITY_NOT_REACHED, so the executor never runs; the record
-        the script wrote is moved to ERROR/DURABILITY_NOT_REACHED, best effort.
-        """
-        admitted = core.finish_create(plan, core.refuse_corrupt(reply))
-        if (
-            not self._durability.waits
-            or not isinstance(admitted, Admission)
-            or self._durability.reached(waited)
-        ):
-            return admitted
-        LOG.warning("redis store: create not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value)
-        failed = core.undurable(admitted.record, self._clock(), limits)
-        if failed is not None:
-            with contextlib.suppress(StoreUnavailableError):
-                self.complete(admitted.record, failed)
-        return ErrorCode.DURABILITY_NOT_REACHED
 
     def _send_waited(
         self,
@@ -615,10 +667,34 @@ class RedisStore:
             keys, args = split_command(command)
             return script(keys=keys, args=args, client=client)
         try:
-            return self._execute("EVALSHA", script.sha, *command)
+            return self._send("EVALSHA", script.sha, *command)
         except NoScriptError:
             self._recheck()
-            return self._execute("EVALSHA", script.sha, *command)
+            return self._send("EVALSHA", script.sha, *command)
+
+    def _send_held(self, *args: bytes | str) -> object:
+        """One command on a pool connection held for it: packed once, sent, its reply read.
+
+        The cheapest path redis-py offers for the two hot scripts (CIS-STORE-9): no
+        per-command option handling, retry wrapper or client-side metrics (the store's
+        ``_io`` retries; its log names failures). Error replies raise as with
+        ``execute_command`` (``NoScriptError`` included); a failed connection is
+        disconnected before it goes back to the pool.
+        """
+        client = self._client
+        if isinstance(client, redis.cluster.RedisCluster):  # pragma: no cover - never held
+            return self._execute(*args)
+        pool: Any = client.connection_pool  # redis-py leaves the pool's methods untyped
+        connection: Any = pool.get_connection()
+        try:
+            connection.send_packed_command(connection.pack_command(*args))
+            reply: object = connection.read_response()
+        except BaseException:
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
+        return reply
 
     def _recheck(self) -> None:
         """After NOSCRIPT (a restarted or flushed server): judge the server again and reload the scripts.
@@ -735,7 +811,7 @@ class RedisStore:
             failure = self._failure(operation, exc)
         if failure is not None:
             raise failure
-        now = self._clock()
+        now = self.now_ms()
         records = {tcid: live(record, now) for tcid, record in found.items()}
         if corrupt:
             report_corrupt(operation, run_id, corrupt)
@@ -772,7 +848,7 @@ class RedisStore:
             else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
                 reply = self._io(lambda: self._hmget_progress(keys, wanted))
             views = core.decode_progress_reply(reply, run_id, wanted)
-            now = self._clock()
+            now = self.now_ms()
             for tcid, view in zip(wanted, views, strict=True):
                 result[tcid] = live(view, now)
             return result
@@ -839,7 +915,7 @@ class RedisStore:
         try:
             values, items = self._io(round_trip)
             run = core.decode_run(values, run_id)
-            if not is_live(run, self._clock()):
+            if not is_live(run, self.now_ms()):
                 return ()
             return core.decode_ids(items)
         except FAILURES as exc:
@@ -873,7 +949,7 @@ class RedisStore:
 
         try:
             fields, pttl = self._io(round_trip)
-            return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._clock())
+            return core.finish_ttl(fields, pttl, run_id, tool_call_id, self.now_ms())
         except FAILURES as exc:
             failure = self._failure("ttl_remaining_ms", exc, run_id, tool_call_id)
         raise failure

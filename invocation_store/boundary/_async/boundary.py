@@ -2,10 +2,11 @@
 
 ``scripts/unasync.py`` generates the synchronous :class:`ToolBoundary` from this
 module: coroutine functions become functions, ``await`` goes, and names lose their
-``Async`` and ``async_`` prefixes. Every step that decides something is :class:`~.._core.Core`'s (and through
-it the kernel's); the only code written per flavour is in :mod:`.._runner` (how tool
-code runs and which tools a flavour takes). Text here is worded to be true of both
-flavours once generated.
+``Async`` and ``async_`` prefixes. One call is :mod:`.pipeline`'s, read top to bottom
+there; this class holds the state (:class:`~.._core.Core`) and the run-level
+operations, reads and sweeps. The only code written per flavour is in :mod:`.._runner`
+(how tool code runs and which tools a flavour takes). Text here is worded to be true
+of both flavours once generated.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ... import _telemetry
-from ..._completion import DEFAULT_COMPLETION_RETRY, CompletionRetry, PendingCompletion
+from ..._completion import DEFAULT_COMPLETION_RETRY, CompletionRetry
 from ...adapters import AsyncInvocationStore, StoreUnavailableError
 from ...adapters._progress import async_progress_reader
 from ...adapters._protocol import CorruptRecordError
@@ -35,11 +35,14 @@ from ...kernel import (
     sweep_candidates,
     transition,
 )
-from .._core import DEFAULT_LIMITS, Core, awaits_projection, new_token, read_clock, unavailable
+from .. import _telemetry
+from .._core import DEFAULT_LIMITS, Core, clock, new_token, unavailable
 from .._edge import check_context, check_older_than, check_run_parameters, exact_text
 from .._registry import ToolRegistry
 from .._result import BoundaryResult
-from .._runner import AsyncStoreMethod, async_check_tool, async_pause, async_run_tool
+from .._runner import AsyncStoreMethod, async_check_tool
+from .._telemetry import NO_WATCH
+from . import pipeline
 
 __all__ = ["AsyncToolBoundary"]
 
@@ -49,8 +52,7 @@ T = TypeVar("T")
 async def _store(method: AsyncStoreMethod[T], *args: Any, **kwargs: Any) -> T:
     """Call a store method; any exception it raises becomes a safe StoreUnavailableError."""
     try:
-        with _telemetry.phase("store"):
-            return await method(*args, **kwargs)
+        return await method(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
         raise unavailable(exc) from None
 
@@ -132,7 +134,7 @@ class AsyncToolBoundary(Core):
                 byte_budget=byte_budget,
             )
         except StoreUnavailableError as exc:
-            return self._store_failed_code(exc, "open_run")
+            return self.store_failed(exc, "open_run")
         return result if isinstance(result, ErrorCode) else RunContext(run_id=run_id)
 
     @_telemetry.observed_run
@@ -162,11 +164,10 @@ class AsyncToolBoundary(Core):
         try:
             return await _store(end, context.run_id)
         except StoreUnavailableError as exc:
-            return self._store_failed_code(exc, operation)
+            return self.store_failed(exc, operation)
 
     # -- one call -------------------------------------------------------------------
 
-    @_telemetry.observed_ainvoke
     async def invoke(self, context: RunContext, envelope: ToolCallEnvelope) -> BoundaryResult:
         """Run one tool call from envelope to bounded result (CIS-BND-1, CIS-BND-2).
 
@@ -177,7 +178,9 @@ class AsyncToolBoundary(Core):
         (CIS-FAIL-1). A rejected call writes nothing and never reaches the executor
         (CIS-PRE-1); the executor runs at most once per (run, tool_call_id)
         (CIS-BND-6), and once when the store client resent this call's create
-        (CIS-RETRY-2). A success costs two store round trips: create, complete.
+        (CIS-RETRY-2) or when the harness re-sends a call whose create had an unknown
+        outcome (:meth:`pending_creates`, CIS-BND-7). A success costs two store round
+        trips: create, complete. The steps are :mod:`.pipeline`'s, in order.
         Envelope text is read as exact ``str`` copies (package docstring, "Text at
         the edge"). How the executor and projector run, and which interruptions
         escape, is :func:`~invocation_store.boundary._runner.async_run_tool`'s
@@ -189,81 +192,9 @@ class AsyncToolBoundary(Core):
         does not run (:func:`~invocation_store.boundary._runner.async_check_tool`), a
         token factory returning a non-string.
         """
-        prepared = self._prepare(context, envelope)
-        if isinstance(prepared, BoundaryResult):
-            return prepared
-        tool = prepared.tool
-        async_check_tool(tool)
-        echo = prepared.tool_call_id
-        held = self.completions.retry_of(context.run_id, echo, tool.name, prepared.arguments)
-        if held is not None:  # the harness retries a call whose completion we hold (CIS-DUR-5)
-            return await self._finish_held(held, echo)
-        operation = "create"
-        try:
-            sent_at = read_clock(self.store.now_ms)
-        except StoreUnavailableError as exc:
-            return self._store_failed(exc, operation, echo)
-        request = self._request(context, prepared)
-        claimed = self._claim(request.invocation_token)
-        try:
-            admitted = await _store(self.store.create, request, self.limits)
-            if isinstance(admitted, ErrorCode):
-                return self._admission_refused(admitted, echo)
-            if admitted.replayed and not self._own_replay(admitted, request, claimed, sent_at):
-                return self._replayed(admitted, echo)
-            created = admitted.record
-            operation = "clock"
-            with _telemetry.phase("execute"):
-                executed = await async_run_tool(tool.executor, tool.timeout_ms, prepared.executor_args)
-            final = self._after_execution(created, executed, read_clock(self.store.now_ms))
-            if isinstance(final, CanonicalRecord) and awaits_projection(final):
-                raw = final.raw_response
-                with _telemetry.phase("project"):
-                    projected = await async_run_tool(tool.projector, None, raw, prepared.projector_args)
-                final = self._after_projection(final, projected, read_clock(self.store.now_ms))
-            if isinstance(final, ErrorCode):
-                return self._kernel_refused(final, echo)
-            operation = "complete"
-            stored = await self._complete(PendingCompletion(created=created, final=final))
-        except StoreUnavailableError as exc:
-            return self._store_failed(exc, operation, echo)
-        return self._finish(final, stored, echo)
+        return await pipeline.invoke(self, self.store, context, envelope)
 
-    # -- held completions (CIS-DUR-5) -----------------------------------------------
-
-    async def _complete(self, pending: PendingCompletion) -> CanonicalRecord | ErrorCode:
-        """The store's compare-and-set ``created -> final``, retried after StoreUnavailableError (CIS-DUR-5).
-
-        Returns the store's answer (the completion is then no longer held); once the
-        retry budget is spent (one deadline for every retry, the store's included:
-        ``self.completions.retrying``), or at once for a permanent failure (a corrupt
-        record), the completion is held and the last StoreUnavailableError raised.
-        The compare-and-set is idempotent: one that landed replays as itself
-        (CIS-RETRY-2).
-        """
-        with self.completions.retrying(pending) as pauses:
-            while True:
-                try:
-                    stored = await _store(self.store.complete, pending.created, pending.final)
-                except StoreUnavailableError as exc:
-                    if exc.permanent:  # a corrupt record: the same answer until repaired
-                        self.completions.hold(pending)
-                        raise
-                    seconds = next(pauses, None)
-                    if seconds is None:
-                        raise
-                    await async_pause(seconds)
-                    continue
-                self.completions.settled(pending)
-                return stored
-
-    async def _finish_held(self, held: PendingCompletion, echo: str | None) -> BoundaryResult:
-        """Apply a held completion (retried within the budget); the call's result, or STORE_UNAVAILABLE."""
-        try:
-            stored = await self._complete(held)
-        except StoreUnavailableError as exc:
-            return self._store_failed(exc, "complete", echo)
-        return self._finish(held.final, stored, echo)
+    # -- held calls (CIS-DUR-5, CIS-BND-7) ------------------------------------------
 
     async def finish_pending(self, context: RunContext) -> dict[str, BoundaryResult]:
         """Apply every completion this boundary holds for the run; results by tool_call_id (CIS-DUR-5).
@@ -277,7 +208,7 @@ class AsyncToolBoundary(Core):
         for _, tool_call_id in self.completions.keys(context.run_id):
             held = self.completions.get(context.run_id, tool_call_id)
             if held is not None:
-                results[tool_call_id] = await self._finish_held(held, tool_call_id)
+                results[tool_call_id] = await pipeline.finish_held(self, self.store, held, None, NO_WATCH)
         return results
 
     # -- reads ----------------------------------------------------------------------
@@ -302,9 +233,9 @@ class AsyncToolBoundary(Core):
             identities = await _store(self.store.completed, run_id)
             reader = async_progress_reader(self.store)
             records = await _store(reader, run_id, identities) if identities else {}
-            now_ms = read_clock(self.store.now_ms)
+            now_ms = clock(self.store.now_ms)
         except StoreUnavailableError as exc:
-            raise self._store_failed_raise(exc, "progress") from None
+            raise self.store_failed_raise(exc, "progress") from None
         return project_progress(run_id, identities, records, now_ms, self.limits)
 
     @_telemetry.observed_run
@@ -326,9 +257,9 @@ class AsyncToolBoundary(Core):
             return cite(context.run_id, tool_call_id, None, 0)
         try:
             record = await _store(self.store.get, context.run_id, tool_call_id)
-            now_ms = read_clock(self.store.now_ms)
+            now_ms = clock(self.store.now_ms)
         except StoreUnavailableError as exc:
-            raise self._store_failed_raise(exc, "cite") from None
+            raise self.store_failed_raise(exc, "cite") from None
         return cite(context.run_id, tool_call_id, record, now_ms)
 
     @_telemetry.observed_run
@@ -359,9 +290,9 @@ class AsyncToolBoundary(Core):
                 corrupt.update(exc.corrupt)
                 records = exc.readable
             listed = [records.get(tool_call_id) for tool_call_id in ids]
-            candidates = sweep_candidates(listed, run_id, read_clock(self.store.now_ms)) if ids else ()
+            candidates = sweep_candidates(listed, run_id, clock(self.store.now_ms)) if ids else ()
             for record in candidates:
-                event = SweptStale(now_ms=read_clock(self.store.now_ms), older_than_ms=older_than_ms)
+                event = SweptStale(now_ms=clock(self.store.now_ms), older_than_ms=older_than_ms)
                 after = transition(record, event, self.limits)
                 if isinstance(after, ErrorCode):
                     continue  # NOT_STALE, or expired meanwhile
@@ -373,6 +304,6 @@ class AsyncToolBoundary(Core):
                 if isinstance(stored, CanonicalRecord):
                     swept += 1
         except StoreUnavailableError as exc:
-            raise self._store_failed_raise(exc, "sweep") from None
-        self._corrupt_found(run_id, corrupt)
-        return self._swept(swept)
+            raise self.store_failed_raise(exc, "sweep") from None
+        self.corrupt_found(run_id, corrupt)
+        return self.swept(swept)

@@ -1,0 +1,299 @@
+"""A create whose outcome is unknown is held with its token; the re-sent call runs its tool exactly once.
+
+The stores here apply a create and then lose its reply (raise StoreUnavailableError
+after the write), as a connection cut past the retry budget does (CIS-BND-7). The
+Redis versions, with a reply-dropping TCP proxy and a server kill under ``appendfsync
+always``, are in ``test_held_creates_redis.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from invocation_store import (
+    AsyncMemoryStore,
+    AsyncToolBoundary,
+    CompletionRetry,
+    MemoryStore,
+    StoreUnavailableError,
+    ToolRegistry,
+)
+from invocation_store.adapters import CorruptRecordError, ForwardingStore
+from invocation_store.kernel import Admission, AdmissionRequest, ErrorCode, InvocationStatus, Limits
+from invocation_store.testing import FakeClock
+
+from ._fakes import RUN, FakeExecutor, boundary_for, envelope, open_run, tool
+
+
+class LosingStore(ForwardingStore):
+    """A memory store whose creates land and then lose their reply while ``lose`` > 0.
+
+    ``down`` > 0 fails creates before they reach the store instead (nothing written).
+    ``tick`` ms pass on the clock at every create, so that a later attempt reads a
+    later time than the first.
+    """
+
+    def __init__(self, clock: FakeClock, tick: int = 0) -> None:
+        super().__init__(MemoryStore(clock))
+        self.clock = clock
+        self.tick = tick
+        self.lose = 0
+        self.down = 0
+        self.creates: list[AdmissionRequest] = []
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        self.clock.advance(self.tick)
+        self.creates.append(request)
+        if self.down > 0:
+            self.down -= 1
+            raise StoreUnavailableError("ConnectionError")
+        answer = super().create(request, limits)
+        if self.lose > 0:
+            self.lose -= 1
+            raise StoreUnavailableError("ConnectionError")  # applied; the reply is lost
+        return answer
+
+
+def _status(store: LosingStore, tool_call_id: str) -> InvocationStatus | None:
+    record = store.get(RUN, tool_call_id)
+    return None if record is None else record.status
+
+
+def test_a_create_whose_reply_is_lost_is_held_and_the_resent_call_runs_once(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-ID-5: the create landed, its reply was lost: STORE_UNAVAILABLE, the tool did
+    not run, the create is held (its record PROJECTING); the harness's re-send replays the same
+    token, is recognised as the call's own create and runs the tool exactly once; only then is a
+    further re-send a duplicate."""
+    store = LosingStore(clock, tick=7)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.lose = 1
+    first = boundary.invoke(context, envelope("call_1"))
+    assert first.code is ErrorCode.STORE_UNAVAILABLE
+    assert executor.calls == []
+    assert boundary.pending_creates() == ((RUN, "call_1"),)
+    assert boundary.pending_creates("other-run") == ()
+    assert boundary.pending_completions() == ()
+    assert _status(store, "call_1") is InvocationStatus.PROJECTING
+
+    again = boundary.invoke(context, envelope("call_1"))
+    assert again.ok, again
+    assert len(executor.calls) == 1
+    assert store.creates[1].invocation_token == store.creates[0].invocation_token  # the same token
+    assert boundary.pending_creates() == ()
+    assert _status(store, "call_1") is InvocationStatus.READY
+    run = store.get_run(RUN)
+    assert run is not None
+    assert run.tool_calls_used == 1  # the replay charged nothing
+
+    duplicate = boundary.invoke(context, envelope("call_1"))
+    assert duplicate.code is ErrorCode.DUPLICATE_TOOL_CALL  # now the tool ran: a true duplicate
+    assert len(executor.calls) == 1
+
+
+def test_a_create_that_never_landed_is_made_by_the_resend(clock: FakeClock) -> None:
+    """CIS-BND-7: the create failed before reaching the store (nothing written): held all the same (the
+    boundary cannot tell); the re-send makes it, with the held token, and the tool runs once."""
+    store = LosingStore(clock, tick=3)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.down = 1
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    assert _status(store, "call_1") is None
+    assert boundary.pending_creates() == ((RUN, "call_1"),)
+    assert boundary.invoke(context, envelope("call_1")).ok
+    assert len(executor.calls) == 1
+    assert store.creates[0].invocation_token == store.creates[1].invocation_token
+
+
+def test_a_create_lost_twice_keeps_its_first_clock_reading(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-RETRY-2: the re-send's reply is lost too: the create is held again with the
+    reading taken before its *first* send (the record was created then), so the third send is still
+    recognised as the call's own create (kernel ``is_own_create``) and the tool runs once."""
+    store = LosingStore(clock, tick=50)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.lose = 2
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    (first,) = (boundary.creates.take(RUN, "call_1", "search", '{"q":"disk"}'),)
+    assert first is not None
+    boundary.creates.hold(first)  # looked at, put back
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    held = boundary.creates.take(RUN, "call_1", "search", '{"q":"disk"}')
+    assert held is not None
+    assert held == first  # same token, same reading: nothing re-drawn
+    boundary.creates.hold(held)
+    assert boundary.invoke(context, envelope("call_1")).ok
+    assert len(executor.calls) == 1
+
+
+def test_another_call_under_the_id_is_not_a_resend(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-ID-5: other arguments under a held id are another call: it gets the stored
+    record's fate (CALL_IN_PROGRESS) and the held create stays; the true re-send then runs once."""
+    store = LosingStore(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.lose = 1
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    other = boundary.invoke(context, envelope("call_1", arguments='{"q":"cpu"}'))
+    assert other.code is ErrorCode.CALL_IN_PROGRESS
+    assert boundary.pending_creates() == ((RUN, "call_1"),)
+    assert boundary.invoke(context, envelope("call_1")).ok
+    assert [call["q"] for call in executor.calls] == ["disk"]
+
+
+def test_concurrent_resends_replay_the_token_once(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-BND-6: two re-sends at once: one takes the held create and runs the tool; the
+    other finds nothing held and gets the stored record's fate, CALL_IN_PROGRESS: never a second run."""
+    store = LosingStore(clock)
+    executor = FakeExecutor(block=True)
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.lose = 1
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    results: list[Any] = []
+    first = threading.Thread(target=lambda: results.append(boundary.invoke(context, envelope("call_1"))))
+    first.start()
+    for _ in range(500):
+        if executor.calls:
+            break
+        threading.Event().wait(0.01)
+    assert len(executor.calls) == 1  # the first re-send is running the tool
+    second = boundary.invoke(context, envelope("call_1"))
+    assert second.code is ErrorCode.CALL_IN_PROGRESS
+    executor.release.set()
+    first.join(10)
+    assert results[0].ok
+    assert len(executor.calls) == 1
+
+
+def test_held_creates_are_bounded_and_a_dropped_one_gets_its_fate(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-ID-5, CIS-LIFE-7: at most ``max_pending`` creates are held (oldest dropped first);
+    a call whose create is no longer held (dropped by the bound or by ``drop_pending``) is answered by
+    its record's fate: CALL_IN_PROGRESS while PROJECTING, STALE_PROJECTION once swept; never
+    DUPLICATE_TOOL_CALL, and its tool never runs."""
+    store = LosingStore(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor), completion_retry=CompletionRetry(max_pending=2))
+    context = open_run(boundary)
+    store.lose = 3
+    for tool_call_id in ("call_1", "call_2", "call_3"):
+        assert boundary.invoke(context, envelope(tool_call_id)).code is ErrorCode.STORE_UNAVAILABLE
+    assert boundary.pending_creates() == ((RUN, "call_2"), (RUN, "call_3"))
+    assert boundary.drop_pending(context, "call_3") is True
+    assert boundary.drop_pending(context, "call_3") is False
+    assert boundary.pending_creates() == ((RUN, "call_2"),)
+    for tool_call_id in ("call_1", "call_3"):
+        assert boundary.invoke(context, envelope(tool_call_id)).code is ErrorCode.CALL_IN_PROGRESS
+    clock.advance(10_000)
+    assert boundary.sweep_stale(context, older_than_ms=5_000) == 3
+    for tool_call_id in ("call_1", "call_3"):
+        assert boundary.invoke(context, envelope(tool_call_id)).code is ErrorCode.STALE_PROJECTION
+    # call_2 was still held: its re-send replays the token and finds its record swept
+    assert boundary.invoke(context, envelope("call_2")).code is ErrorCode.STALE_PROJECTION
+    assert executor.calls == []
+    assert boundary.pending_creates() == ()
+
+
+def test_a_holder_that_died_leaves_the_call_its_fate(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-ID-5: across processes (a second boundary over the same store stands for the
+    harness restarted after the holder died) the re-sent call is CALL_IN_PROGRESS while its record is
+    PROJECTING, then STALE_PROJECTION once swept; its tool never runs, and no answer is
+    DUPLICATE_TOOL_CALL."""
+    store = LosingStore(clock)
+    executor = FakeExecutor()
+    holder = boundary_for(store, tool(executor))
+    context = open_run(holder)
+    store.lose = 1
+    assert holder.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    successor = boundary_for(store, tool(executor))
+    assert successor.invoke(context, envelope("call_1")).code is ErrorCode.CALL_IN_PROGRESS
+    clock.advance(60_000)
+    assert successor.sweep_stale(context, older_than_ms=30_000) == 1
+    assert successor.invoke(context, envelope("call_1")).code is ErrorCode.STALE_PROJECTION
+    assert executor.calls == []
+
+
+def test_a_permanent_failure_or_a_repeated_token_is_not_held(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-RETRY-1: a permanent store fault (the same answer until repaired) is no unknown
+    outcome: nothing is held. A token the factory repeated is not held either (fail closed: a replay
+    under it could be another call's)."""
+
+    class Corrupt(LosingStore):
+        def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+            raise CorruptRecordError(RUN, {request.tool_call_id: "NoTTL"})
+
+    corrupt = Corrupt(clock)
+    boundary = boundary_for(corrupt, tool(FakeExecutor()))
+    context = open_run(boundary)
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    assert boundary.pending_creates() == ()
+
+    store = LosingStore(clock)
+    repeating = boundary_for(store, tool(FakeExecutor()), token_factory=lambda: "same-token")
+    context = open_run(repeating)
+    store.lose = 2
+    assert repeating.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    assert repeating.invoke(context, envelope("call_2")).code is ErrorCode.STORE_UNAVAILABLE
+    assert repeating.pending_creates() == ((RUN, "call_1"),)  # call_2 drew a used token
+
+
+class LosingAsyncStore:
+    """The async face of a LosingStore (the same memory store and switches)."""
+
+    def __init__(self, inner: LosingStore) -> None:
+        self.inner = inner
+        self.wrapped = AsyncMemoryStore(inner.inner)  # type: ignore[arg-type]
+        self.hang = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+    async def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        if self.hang:  # the create is in flight when the caller is cancelled
+            self.inner.inner.create(request, limits)
+            await asyncio.sleep(30)
+        return self.inner.create(request, limits)
+
+
+def test_the_async_boundary_holds_creates_too(clock: FakeClock) -> None:
+    """CIS-BND-7: the same on AsyncToolBoundary: a lost reply is held and the re-send runs the tool
+    once; a create in flight when the awaiting task is cancelled is held as well (its outcome is
+    unknown), and the re-send after the cancellation runs the tool once."""
+    sync = LosingStore(clock)
+    store = LosingAsyncStore(sync)
+    executor = FakeExecutor()
+    boundary = AsyncToolBoundary(store, ToolRegistry([tool(executor)]))  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        context = await boundary.open_run(
+            RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
+        )
+        assert not isinstance(context, ErrorCode)
+        sync.lose = 1
+        assert (await boundary.invoke(context, envelope("call_1"))).code is ErrorCode.STORE_UNAVAILABLE
+        assert boundary.pending_creates() == ((RUN, "call_1"),)
+        assert (await boundary.invoke(context, envelope("call_1"))).ok
+        assert len(executor.calls) == 1
+
+        store.hang = True
+        task = asyncio.ensure_future(boundary.invoke(context, envelope("call_2")))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert boundary.pending_creates() == ((RUN, "call_2"),)
+        store.hang = False
+        assert (await boundary.invoke(context, envelope("call_2"))).ok
+        assert len(executor.calls) == 2
+        assert boundary.pending_creates() == ()
+
+    asyncio.run(scenario())

@@ -1,0 +1,459 @@
+"""Parsers know their provider: the full matrix of every provider's objects into every parser.
+
+CIS-ECO-1, CIS-PRE-7. Each provider's objects are built by its own SDK (typed), then
+dumped, dumped in JSON mode, and written as JSON text; sub-objects, lists of them and
+streamed pieces are included. A parser given its own provider's object yields every
+call in it (never ``[]`` for an object holding calls); another provider's object, or
+a list of them, raises ``ValueError`` naming the right parser; a streamed piece raises
+"accumulate the stream first".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from google.genai import types as genai_types
+
+from invocation_store import (
+    ErrorCode,
+    Limits,
+    RunContext,
+    ToolCallEnvelope,
+    envelope_from_anthropic,
+    envelope_from_gemini,
+    envelope_from_openai_chat,
+    envelope_from_openai_responses,
+    envelopes_from_anthropic,
+    envelopes_from_gemini,
+    envelopes_from_openai_chat,
+    envelopes_from_openai_responses,
+)
+from invocation_store.kernel import ToolPolicy, check_envelope
+from invocation_store.providers.openai_responses import openai_responses_call_types
+
+from .test_provider_sdks import CHAT_COMPLETION, GENERATE, MESSAGE, RESPONSE
+
+RUN = "run-shapes"
+
+CHAT = openai.types.chat.ChatCompletion.model_validate(CHAT_COMPLETION)
+
+
+def _chunk(call: dict[str, Any]) -> Any:
+    return openai.types.chat.ChatCompletionChunk.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-4.1",
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}, "finish_reason": None}
+            ],
+        }
+    )
+
+
+CHUNKS = [
+    _chunk(
+        {
+            "index": 0,
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": "{"},
+        }
+    ),
+    _chunk({"index": 0, "function": {"arguments": '"location": "Paris"}'}}),  # a continuation
+]
+RESP = openai.types.responses.Response.model_validate(RESPONSE)
+RESP_EVENTS: list[dict[str, Any]] = [
+    {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "sequence_number": 1,
+        "item": {**RESPONSE["output"][1], "status": "in_progress", "arguments": ""},
+    },
+    {
+        "type": "response.function_call_arguments.delta",
+        "item_id": "fc_1",
+        "output_index": 0,
+        "sequence_number": 2,
+        "delta": '{"location"',
+    },
+]
+MSG = anthropic.types.Message.model_validate(MESSAGE)
+ANTHROPIC_EVENTS: list[dict[str, Any]] = [
+    {"type": "message_start", "message": {**MESSAGE, "content": [], "stop_reason": None}},
+    {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "input_json_delta", "partial_json": '{"location": "Pa'},
+    },
+]
+GEN = genai_types.GenerateContentResponse.model_validate(GENERATE)
+
+
+def _gemini_content() -> genai_types.Content:
+    assert GEN.candidates is not None
+    content = GEN.candidates[0].content
+    assert content is not None
+    return content
+
+
+def forms(typed: Any) -> Iterator[tuple[str, Any]]:
+    """Typed, dumped, dumped as JSON, JSON text."""
+    yield "typed", typed
+    yield "dump", typed.model_dump()
+    yield "json-dump", typed.model_dump(mode="json")
+    yield "text", typed.model_dump_json()
+
+
+def list_forms(typed: list[Any]) -> Iterator[tuple[str, Any]]:
+    yield "typed", typed
+    yield "dump", [t.model_dump() for t in typed]
+    yield "json-dump", [t.model_dump(mode="json") for t in typed]
+    yield "text", json.dumps([t.model_dump(mode="json") for t in typed])
+
+
+#: (provider, name, [(form, object)], how many calls it holds) for each object kind.
+OBJECTS: list[tuple[str, str, list[tuple[str, Any]], int]] = [
+    ("openai-chat", "ChatCompletion", list(forms(CHAT)), 3),
+    ("openai-chat", "message", list(forms(CHAT.choices[0].message)), 3),
+    ("openai-chat", "tool call", list(forms(CHAT.choices[0].message.tool_calls[0])), 1),  # type: ignore[index]
+    ("openai-chat", "tool call list", list(list_forms(CHAT.choices[0].message.tool_calls)), 3),  # type: ignore[arg-type]
+    ("openai-responses", "Response", list(forms(RESP)), 3),
+    ("openai-responses", "output list", list(list_forms(RESP.output)), 3),
+    ("openai-responses", "function_call item", list(forms(RESP.output[1])), 1),
+    ("anthropic", "Message", list(forms(MSG)), 3),
+    ("anthropic", "content list", list(list_forms(MSG.content)), 3),
+    ("anthropic", "tool_use block", list(forms(MSG.content[1])), 1),
+    ("gemini", "GenerateContentResponse", list(forms(GEN)), 3),
+    ("gemini", "Content", list(forms(_gemini_content())), 3),
+    ("gemini", "parts", list(list_forms(_gemini_content().parts or [])), 3),
+    ("gemini", "functionCall part", list(forms((_gemini_content().parts or [])[1])), 1),
+    ("gemini", "FunctionCall", list(forms(GEN.function_calls[0])), 1),  # type: ignore[index]
+    ("gemini", "function_calls", list(list_forms(GEN.function_calls or [])), 3),
+    ("gemini", "stream chunks", list(list_forms([GEN, GEN])), 6),
+]
+
+PARSERS: dict[str, Callable[[Any, str], list[ToolCallEnvelope]]] = {
+    "openai-chat": envelopes_from_openai_chat,
+    "openai-responses": envelopes_from_openai_responses,
+    "anthropic": envelopes_from_anthropic,
+    "gemini": envelopes_from_gemini,
+}
+ONE: dict[str, Callable[[Any, str], ToolCallEnvelope]] = {
+    "openai-chat": envelope_from_openai_chat,
+    "openai-responses": envelope_from_openai_responses,
+    "anthropic": envelope_from_anthropic,
+    "gemini": envelope_from_gemini,
+}
+CASES = [
+    pytest.param(provider, form, value, calls, id=f"{provider}-{name}-{form}")
+    for provider, name, values, calls in OBJECTS
+    for form, value in values
+]
+
+
+@pytest.mark.parametrize(("provider", "form", "value", "calls"), CASES)
+@pytest.mark.parametrize("parser", list(PARSERS))
+def test_every_object_into_every_parser(
+    provider: str, form: str, value: Any, calls: int, parser: str
+) -> None:
+    """CIS-ECO-5, CIS-PRE-7: the own parser finds every call; any other raises naming the right one."""
+    del form
+    if parser == provider:
+        found = PARSERS[parser](value, RUN)
+        assert len(found) == calls
+        assert all(
+            e.tool_call_id is None
+            or e.tool_call_id.startswith(("call", "toolu", "gcall"))
+            or " " in e.tool_call_id
+            for e in found
+        )
+    else:
+        with pytest.raises(ValueError, match=f"use envelopes_from_{provider.replace('-', '_')}"):
+            PARSERS[parser](value, RUN)
+
+
+@pytest.mark.parametrize(("provider", "form", "value", "calls"), [c for c in CASES if c.values[3] == 1])
+@pytest.mark.parametrize("parser", list(ONE))
+def test_every_call_object_into_every_single_call_parser(
+    provider: str, form: str, value: Any, calls: int, parser: str
+) -> None:
+    """CIS-ECO-5: ``envelope_from_X`` refuses another provider's call, naming the right parser."""
+    del form, calls
+    if parser == provider:
+        assert ONE[parser](value, RUN).tool_call_id is not None
+    else:
+        with pytest.raises(ValueError, match=f"use envelopes_from_{provider.replace('-', '_')}"):
+            ONE[parser](value, RUN)
+
+
+def test_the_gemini_parser_no_longer_misreads_other_providers_calls() -> None:
+    """CIS-ECO-5: the round-2 misreadings: a Responses item or an Anthropic block as a Gemini call."""
+    for value in (RESP.output[1], RESP.output[1].model_dump(), MSG.content[1], [MSG.content[1].model_dump()]):
+        with pytest.raises(ValueError, match=r"use envelopes_from_(openai_responses|anthropic)"):
+            envelopes_from_gemini(value, RUN)
+    with pytest.raises(ValueError, match="use envelopes_from_openai_responses"):
+        envelope_from_gemini(RESP.output[1].model_dump(), RUN)
+    with pytest.raises(ValueError, match="use envelopes_from_openai_chat"):
+        envelopes_from_gemini(CHAT.choices[0].message.model_dump(), RUN)
+    with pytest.raises(ValueError, match="use envelopes_from_openai_responses"):
+        envelopes_from_gemini(RESP, RUN)
+    with pytest.raises(ValueError, match="Part field"):
+        envelopes_from_gemini([{}], RUN)
+    with pytest.raises(ValueError, match="conversation"):
+        envelopes_from_gemini([_gemini_content(), _gemini_content()], RUN)
+    with pytest.raises(ValueError, match="conversation"):
+        envelopes_from_gemini({"contents": [_gemini_content().model_dump()]}, RUN)
+
+
+@pytest.mark.parametrize("parser", ["openai-responses", "anthropic", "gemini"])
+def test_the_chat_parser_refuses_other_providers_lists(parser: str) -> None:
+    """CIS-ECO-5: Responses output lists, Anthropic content lists, Gemini parts raise, never envelopes."""
+    lists = {
+        "openai-responses": [item.model_dump() for item in RESP.output],
+        "anthropic": [block.model_dump() for block in MSG.content],
+        "gemini": [part.model_dump() for part in _gemini_content().parts or []],
+    }
+    with pytest.raises(ValueError, match=f"use envelopes_from_{parser.replace('-', '_')}"):
+        envelopes_from_openai_chat(lists[parser], RUN)
+
+
+# ---------------------------------------------------------------------------
+# Streamed pieces: accumulate first; unfinished calls never run
+
+
+@pytest.mark.parametrize(
+    ("parser", "pieces"),
+    [
+        ("openai-chat", [c.model_dump() for c in CHUNKS]),
+        ("openai-chat", CHUNKS[0]),
+        ("openai-chat", CHUNKS[1].choices[0].delta.tool_calls[0].model_dump()),  # type: ignore[index]
+        ("openai-responses", RESP_EVENTS),
+        ("openai-responses", RESP_EVENTS[0]),
+        ("openai-responses", RESP_EVENTS[0]["item"]),
+        ("openai-responses", {**RESPONSE, "status": "in_progress"}),
+        ("anthropic", ANTHROPIC_EVENTS),
+        ("anthropic", ANTHROPIC_EVENTS[1]),
+        ("anthropic", {**MESSAGE, "stop_reason": None}),
+        ("anthropic", anthropic.types.Message.model_validate({**MESSAGE, "stop_reason": None})),
+    ],
+)
+def test_streamed_pieces_are_refused_until_accumulated(parser: str, pieces: Any) -> None:
+    """CIS-ECO-6, CIS-PRE-7: a chunk, an event or an unfinished snapshot: "accumulate the stream first"."""
+    with pytest.raises(ValueError, match="accumulate the stream first"):
+        PARSERS[parser](pieces, RUN)
+
+
+def test_a_cut_anthropic_snapshot_never_uses_up_the_real_calls_id() -> None:
+    """CIS-ECO-6, CIS-ID-5: the snapshot is refused before any envelope, so the finished call runs."""
+    snapshot = {**MESSAGE, "stop_reason": None, "content": [{**MESSAGE["content"][1], "input": {}}]}
+    with pytest.raises(ValueError, match="no stop_reason"):
+        envelopes_from_anthropic(snapshot, RUN)
+    finished = envelopes_from_anthropic(MESSAGE, RUN)
+    assert finished[0].arguments == '{"location":"Paris"}'
+
+
+def test_a_message_cut_by_max_tokens_does_not_run_its_last_call() -> None:
+    """CIS-ECO-6: after ``max_tokens`` the last tool_use may be cut: INVALID_ARGUMENTS, answered."""
+    cut = {**MESSAGE, "stop_reason": "max_tokens"}
+    found = envelopes_from_anthropic(cut, RUN)
+    assert [e.arguments for e in found] == ['{"location":"Paris"}', '{"location":"Lyon"}', None]
+    assert found[2].tool_call_id == "toolu_01JqR8"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {
+            "name": "get_weather",
+            "id": "g1",
+            "partial_args": [{"json_path": "$.location", "string_value": "Pa"}],
+            "will_continue": True,
+        },
+        {"name": "get_weather", "id": "g1", "willContinue": True},
+        {"name": "get_weather", "id": "g1", "partialArgs": [{"jsonPath": "$.location", "stringValue": "Pa"}]},
+    ],
+)
+def test_unfinished_gemini_calls_never_run(call: dict[str, Any]) -> None:
+    """CIS-ECO-6: ``partial_args``/``will_continue`` raise, typed or dumped, alone or in a response."""
+    typed = genai_types.FunctionCall.model_validate(call)
+    for value in (
+        call,
+        typed,
+        {"functionCall": call},
+        [{"functionCall": call}],
+        {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": call}]}}]},
+    ):
+        with pytest.raises(ValueError, match="unfinished"):
+            envelopes_from_gemini(value, RUN)
+    with pytest.raises(ValueError, match="unfinished"):
+        envelope_from_gemini(typed, RUN)
+    assert (
+        envelopes_from_gemini({"name": "get_weather", "id": "g1", "will_continue": False}, RUN)[0].arguments
+        == "{}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Every call gets an answer
+
+POLICY = ToolPolicy(name="get_weather", authorized=True, read_only=True)
+
+
+def code_of(envelope: ToolCallEnvelope, policy: ToolPolicy | None = POLICY) -> ErrorCode | None:
+    return check_envelope(RunContext(run_id=RUN), envelope, policy, Limits())
+
+
+def test_every_responses_call_item_yields_an_envelope() -> None:
+    """CIS-ECO-7, CIS-PRE-7: custom, client-run and unknown call items are answered; others still run."""
+    output = [
+        {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "grammar", "input": "x = 1"},
+        {
+            "type": "local_shell_call",
+            "id": "lsh_1",
+            "call_id": "call_l",
+            "status": "completed",
+            "action": {"type": "exec", "command": ["ls"], "env": {}},
+        },
+        {
+            "type": "shell_call",
+            "id": "sh_1",
+            "call_id": "call_s",
+            "status": "completed",
+            "action": {"commands": ["ls"]},
+        },
+        {
+            "type": "apply_patch_call",
+            "id": "ap_1",
+            "call_id": "call_p",
+            "status": "completed",
+            "operation": {"type": "delete_file", "path": "a.txt"},
+        },
+        {
+            "type": "computer_call",
+            "id": "cu_1",
+            "call_id": "call_u",
+            "status": "completed",
+            "action": {"type": "screenshot"},
+            "pending_safety_checks": [],
+        },
+        {"type": "hologram_call", "id": "hg_1", "call_id": "call_h", "status": "completed"},
+        {
+            "type": "tool_search_call",
+            "id": "ts_1",
+            "call_id": "call_t",
+            "execution": "server",
+            "arguments": {},
+        },
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {"type": "future_note", "id": "fn_1"},
+        RESPONSE["output"][1],
+    ]
+    found = envelopes_from_openai_responses({"object": "response", "output": output}, RUN)
+    assert [e.tool_call_id for e in found] == [
+        "call_c",
+        "call_l",
+        "call_s",
+        "call_p",
+        "call_u",
+        "call_h",
+        "call_unLAR8MvFNptuiZK",
+    ]
+    assert [e.tool_name for e in found] == [
+        "grammar",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "computer_call",
+        "hologram_call",
+        "get_weather",
+    ]
+    assert openai_responses_call_types({"output": output}) == [
+        "custom_tool_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "computer_call",
+        "hologram_call",
+        "function_call",
+    ]
+    codes = [code_of(e) for e in found]
+    assert codes == [
+        ErrorCode.INVALID_ARGUMENTS,  # free-form input is no JSON object
+        ErrorCode.UNAUTHORIZED,  # client-run tools: not registered
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.INVALID_ARGUMENTS,  # an unknown item type: its arguments cannot be read
+        None,  # the turn's function call still runs
+    ]
+    shell = ToolPolicy(name="shell_call", authorized=True, read_only=True)
+    assert code_of(found[2], shell) is None  # a harness that registers the built-in tool runs it
+    assert found[2].arguments == '{"commands":["ls"]}'
+    client_search = {
+        "type": "tool_search_call",
+        "call_id": "call_t",
+        "execution": "client",
+        "arguments": {"q": 1},
+    }
+    assert envelopes_from_openai_responses([client_search], RUN)[0].arguments == '{"q":1}'
+
+
+def test_an_incomplete_responses_call_never_runs() -> None:
+    """CIS-ECO-6: an item cut by the output limit (``status: incomplete``) is INVALID_ARGUMENTS."""
+    item = {**RESPONSE["output"][1], "status": "incomplete", "arguments": '{"location": "Pa'}
+    (found,) = envelopes_from_openai_responses([item], RUN)
+    assert found.arguments is None
+    assert code_of(found) is ErrorCode.INVALID_ARGUMENTS
+
+
+def test_chat_custom_and_legacy_function_calls_are_answered() -> None:
+    """CIS-ECO-7: a Chat ``custom`` call keeps its name (INVALID_ARGUMENTS); ``function_call`` has no id."""
+    message = {
+        "role": "assistant",
+        "function_call": {"name": "get_weather", "arguments": "{}"},
+        "tool_calls": [{"id": "call_c", "type": "custom", "custom": {"name": "grammar", "input": "x"}}],
+    }
+    legacy, custom = envelopes_from_openai_chat(message, RUN)
+    assert (custom.tool_call_id, custom.tool_name, code_of(custom)) == (
+        "call_c",
+        "grammar",
+        ErrorCode.INVALID_ARGUMENTS,
+    )
+    assert (legacy.tool_name, code_of(legacy)) == ("get_weather", ErrorCode.MISSING_TOOL_CALL_ID)
+
+
+#: Streamed pieces of each provider, typed and dumped, alone and as lists.
+STREAMED: list[tuple[str, str, Any]] = [
+    ("openai-chat", "chunk", CHUNKS[0]),
+    ("openai-chat", "chunk list", [c.model_dump() for c in CHUNKS]),
+    ("openai-responses", "event", RESP_EVENTS[1]),
+    ("openai-responses", "event list", RESP_EVENTS),
+    ("anthropic", "event", ANTHROPIC_EVENTS[2]),
+    ("anthropic", "event list", ANTHROPIC_EVENTS),
+    ("anthropic", "snapshot", anthropic.types.Message.model_validate({**MESSAGE, "stop_reason": None})),
+]
+
+
+@pytest.mark.parametrize(("provider", "value"), [pytest.param(p, v, id=f"{p}-{n}") for p, n, v in STREAMED])
+@pytest.mark.parametrize("parser", list(PARSERS))
+def test_every_streamed_piece_into_every_parser(provider: str, value: Any, parser: str) -> None:
+    """CIS-ECO-5, CIS-ECO-6: the own parser says "accumulate the stream first"; others name the right one."""
+    with pytest.raises(ValueError) as raised:
+        PARSERS[parser](value, RUN)
+    message = str(raised.value)
+    if parser == provider:
+        assert "accumulate the stream first" in message
+    else:
+        assert f"use envelopes_from_{provider.replace('-', '_')}" in message

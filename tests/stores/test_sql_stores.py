@@ -1,0 +1,319 @@
+"""What only the SQL stores can break: aborted transactions, the schema, the lapse sweep, the database clock.
+
+Both stores run each operation as one transaction of the shared core's steps
+(``adapters/_sql.py``). A failure at any write of a transaction must leave nothing
+written; the schema is created once and refused when newer; lapsed rows are swept in
+bounded batches; PostgreSQL decides on its own clock, whatever the host's clock says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from invocation_store.adapters import StoreUnavailableError
+from invocation_store.adapters._sql import Execute
+from invocation_store.adapters.postgres import PostgresStore, SchemaError
+from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
+from invocation_store.kernel import Admission, ErrorCode, RunState, is_own_create
+from invocation_store.testing import FakeClock
+from invocation_store.testing._factories import drop_tables
+
+from ._support import LIMITS, RUN, admitted, failed, open_default_run, ready, request
+
+SQL_KINDS = ("sqlite", pytest.param("postgres", marks=pytest.mark.postgres))
+
+
+@pytest.fixture(params=SQL_KINDS)
+def make_sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_sql_store(clock=..., like=None, **options)`` -> a sync SQL store of each kind: own file or
+    tables, or those of the store ``like``."""
+    stores: list[Any] = []
+    prefixes: list[str] = []
+
+    def build(clock: Callable[[], int] | None = None, *, like: Any = None, **options: Any) -> Any:
+        if request.param == "sqlite":
+            path = like.path if like is not None else tmp_path / f"s{len(stores)}.db"
+            store: Any = SqliteStore(path, clock=clock, **options)
+        else:
+            prefix = like.prefix if like is not None else f"cis_sql_{secrets.token_hex(4)}_"
+            prefixes.append(prefix)
+            store = PostgresStore.from_dsn(
+                request.getfixturevalue("postgres_dsn"), prefix=prefix, clock=clock, **options
+            )
+        stores.append(store)
+        return store
+
+    yield build
+    for store in stores:
+        store.close()
+    for prefix in prefixes:
+        drop_tables(request.getfixturevalue("postgres_dsn"), prefix)
+
+
+def _failure(store: Any) -> BaseException:
+    """A database failure of the store's own driver that is not retried."""
+    if isinstance(store, SqliteStore):
+        return sqlite3.IntegrityError("planted")
+    return psycopg.errors.InternalError("planted")
+
+
+def _failing_at(store: Any, position: int) -> list[int]:
+    """Make the ``position``-th write (Execute step) of the next operations raise; returns the write count."""
+    counter = [0]
+    original = store._answer
+
+    def answer(conn: Any, step: object) -> Any:
+        if isinstance(step, Execute):
+            counter[0] += 1
+            if counter[0] == position:
+                raise _failure(store)
+        return original(conn, step)
+
+    store._answer = answer
+    return counter
+
+
+def _state(store: Any, ids: tuple[str, ...] = ("call_1", "call_2")) -> tuple[object, ...]:
+    return (store.get_run(RUN), store.calls(RUN), store.completed(RUN), dict(store.get_many(RUN, ids)))
+
+
+def _writes(store: Any, operation: Callable[[], object]) -> int:
+    counter = _failing_at(store, -1)
+    operation()
+    del store._answer
+    return counter[0]
+
+
+#: Operations whose every write position is tried: (name, setup(store, clock), operation(store, clock)).
+def _setup_run(store: Any, clock: FakeClock) -> object:
+    return open_default_run(store, clock())
+
+
+def _setup_record(store: Any, clock: FakeClock) -> object:
+    open_default_run(store, clock())
+    return admitted(store, request("call_1", invocation_token="tok-1"))
+
+
+OPERATIONS: dict[str, tuple[Callable[[Any, FakeClock], object], Callable[[Any, FakeClock, Any], object]]] = {
+    "open-fresh": (lambda store, clock: None, lambda store, clock, _: open_default_run(store, clock())),
+    "open-over-lapsed": (
+        lambda store, clock: (_setup_record(store, clock), clock.advance(10**6)),
+        lambda store, clock, _: open_default_run(store, clock()),
+    ),
+    "cancel": (_setup_run, lambda store, clock, _: store.cancel_run(RUN)),
+    "create": (
+        _setup_run,
+        lambda store, clock, _: store.create(request("call_2", invocation_token="tok-2"), LIMITS),
+    ),
+    "complete-ready": (
+        _setup_record,
+        lambda store, clock, record: store.complete(record, ready(record, clock())),
+    ),
+    "complete-error": (
+        _setup_record,
+        lambda store, clock, record: store.complete(
+            record, failed(record, clock(), ErrorCode.EXECUTION_FAILED)
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_a_transaction_aborted_at_any_write_writes_nothing(
+    make_sql_store: Callable[..., Any], clock: FakeClock, operation: str
+) -> None:
+    """CIS-STORE-5, CIS-FAIL-5: a failure at each write position of each operation's transaction leaves
+    every row as it was (STORE_UNAVAILABLE, naming the driver's exception type), and the same operation
+    sent again then succeeds as if the first had never run."""
+    setup, run = OPERATIONS[operation]
+    probe = make_sql_store(clock=clock)
+    probe.get_run(RUN)  # the schema is created by the first operation, before any counting
+    context = setup(probe, clock)
+    writes = _writes(probe, lambda: run(probe, clock, context))
+    after = _state(probe)
+    assert writes >= 1
+    for position in range(1, writes + 1):
+        clock.now = FakeClock().now
+        store = make_sql_store(clock=clock)
+        store.get_run(RUN)
+        context = setup(store, clock)
+        before = _state(store)
+        _failing_at(store, position)
+        with pytest.raises(StoreUnavailableError) as caught:
+            run(store, clock, context)
+        assert caught.value.cause in ("IntegrityError", "InternalError")
+        assert caught.value.__cause__ is None
+        del store._answer
+        assert _state(store) == before, (operation, position)
+        result = run(store, clock, context)
+        assert not isinstance(result, ErrorCode)
+        assert _state(store) == after, (operation, position)
+
+
+def test_the_schema_is_created_once_and_a_newer_one_refused(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-STORE-9: the first operation creates the tables and the version row; a database whose
+    version is newer than this library's is refused with a permanent error naming both versions."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    second = make_sql_store(clock=clock, like=store)
+    assert second.get_run(RUN) is not None  # the same tables, found and checked
+    bumped = make_sql_store(clock=clock, like=store)
+    bump = f"UPDATE {store._sql.prefix}schema SET version = version + 1"
+    if isinstance(store, SqliteStore):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(bump)
+    else:
+        with psycopg.connect(store._conninfo, autocommit=True) as conn:
+            conn.execute(bump)
+    with pytest.raises(SchemaError) as caught:
+        bumped.get_run(RUN)
+    assert caught.value.permanent is True
+    assert caught.value.operator_text() == "schema version 2 in the database; this library reads version 1"
+
+
+def test_the_lapse_sweep_is_bounded_and_deletes_only_lapsed_rows(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-TTL-4, CIS-RUN-3: sweep_lapsed deletes at most ``limit`` lapsed records per call and lapsed runs
+    with their lists; live rows stay; lapsed rows read as absent before and after."""
+    store = make_sql_store(clock=clock, sweep_interval_ms=0)
+    run = open_default_run(store, clock(), ttl_ms=1_000)
+    for index in range(5):
+        admitted(store, request(f"call_{index}"))
+    open_default_run(store, clock(), run_id="run-long", ttl_ms=10**7, deadline_in_ms=10**7)
+    kept = admitted(store, request("kept", run_id="run-long"))
+    clock.advance(1_000)  # the five records lapse; their run lives until deadline + ttl
+    assert store.get(RUN, "call_0") is None
+    assert store.sweep_lapsed(limit=2) == 2
+    assert store.sweep_lapsed(limit=2) == 2
+    assert store.sweep_lapsed(limit=2) == 1
+    assert store.sweep_lapsed(limit=2) == 0
+    assert store.calls(RUN) == tuple(f"call_{index}" for index in range(5))  # the lists live with the run
+    clock.now = run.expires_at_ms
+    assert store.sweep_lapsed() == 1  # the run, and its lists with it
+    clock.now = run.opened_at_ms  # even read at an earlier clock, the rows are gone
+    assert store.get_run(RUN) is None
+    assert store.calls(RUN) == ()
+    assert store.get("run-long", "kept") == kept
+
+
+def test_the_store_sweeps_by_itself_after_writes(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-TTL-4: with a sweep interval, a write past the interval runs one bounded sweep itself."""
+    store = make_sql_store(clock=clock, sweep_interval_ms=1, sweep_limit=10)
+    open_default_run(store, clock(), ttl_ms=100)
+    admitted(store, request("call_1"))
+    clock.advance(100)
+    store._last_sweep = 0.0
+    open_default_run(store, clock(), run_id="run-2")  # a write: the due sweep runs after it
+    assert store.sweep_lapsed() == 0  # already swept
+
+
+def test_several_threads_share_one_sqlite_file(tmp_path: Path, clock: FakeClock) -> None:
+    """CIS-STORE-2, CIS-RUN-5: 8 threads, each on its own connection, admit into one run with budget 5:
+    exactly five are admitted with sequences 1..5, across two stores on the same file."""
+    path = tmp_path / "shared.db"
+    first, second = SqliteStore(path, clock=clock), SqliteStore(path, clock=clock)
+    try:
+        open_default_run(first, clock(), tool_call_budget=5)
+        results: list[object] = [None] * 8
+        barrier = threading.Barrier(8)
+
+        def work(index: int) -> None:
+            barrier.wait()
+            results[index] = (first if index % 2 else second).create(request(f"call_{index}"), LIMITS)
+
+        threads = [threading.Thread(target=work, args=(index,)) for index in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        admitted_ = [result for result in results if isinstance(result, Admission)]
+        assert sorted(result.record.sequence for result in admitted_) == [1, 2, 3, 4, 5]
+        assert results.count(ErrorCode.TOOL_BUDGET_EXHAUSTED) == 3
+        assert len(second.calls(RUN)) == 5
+    finally:
+        first.close()
+        second.close()
+
+
+def test_sqlite_defaults_are_wal_and_full_sync(tmp_path: Path, clock: FakeClock) -> None:
+    """CIS-DUR-1: the durable defaults: journal_mode WAL and synchronous FULL on every connection."""
+    store = SqliteStore(tmp_path / "d.db", clock=clock)
+    try:
+        open_default_run(store, clock())
+        (conn,) = list(store.connections())
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    finally:
+        store.close()
+    with pytest.raises(ValueError):
+        SqliteStore(":memory:")
+    with pytest.raises(ValueError):
+        SqliteStore(tmp_path / "e.db", synchronous="SOMETIMES")
+
+
+def test_async_sqlite_store_runs_off_the_loop(tmp_path: Path, clock: FakeClock) -> None:
+    """CIS-STORE-1: AsyncSqliteStore's operations run on worker threads and answer as the sync store."""
+    store = AsyncSqliteStore(tmp_path / "a.db", clock=clock)
+
+    async def scenario() -> None:
+        run = await store.open_run(
+            RUN, deadline_ms=clock() + 1_000, ttl_ms=500, tool_call_budget=1, byte_budget=100
+        )
+        assert isinstance(run, RunState)
+        assert await store.get_run(RUN) == run
+        await store.close()
+
+    asyncio.run(scenario())
+
+
+# -- PostgreSQL: the database clock --------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_postgres_decides_on_the_database_clock(postgres_dsn: str) -> None:
+    """CIS-STORE-10: with the default clock, records are stamped with clock_timestamp() read inside the
+    transaction, whatever the host's clock says; now_ms() never runs ahead of it, so a create's own
+    replay is recognised (kernel is_own_create with the reading taken before the create)."""
+    store = PostgresStore.from_dsn(postgres_dsn, prefix="cis_dbclock_")
+    try:
+        with psycopg.connect(postgres_dsn) as conn:
+            row = conn.execute(
+                "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+            ).fetchone()
+        assert row is not None
+        db_before = int(row[0])
+        not_before = store.now_ms()
+        assert not_before >= db_before - 1_000
+        open_default_run(store, not_before)
+        req = request("call_1")
+        created = store.create(req, LIMITS)
+        assert isinstance(created, Admission)
+        assert created.record.created_at_ms >= not_before
+        assert store.now_ms() >= not_before
+        replay = store.create(req, LIMITS)
+        assert isinstance(replay, Admission)
+        assert replay.replayed
+        assert is_own_create(replay.record, req, not_before)
+        with psycopg.connect(postgres_dsn) as conn:
+            row = conn.execute(
+                "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+            ).fetchone()
+        assert row is not None
+        assert db_before <= created.record.created_at_ms <= int(row[0])
+    finally:
+        store.close()
+        drop_tables(postgres_dsn, "cis_dbclock_")
