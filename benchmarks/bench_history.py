@@ -1,6 +1,15 @@
-"""Benchmark: `invocation-store check-history` on concurrent histories (issue 14, CIS-HIST-2).
+"""Benchmark: `invocation-store check-history` on concurrent histories (issue 14, issue 22, CIS-HIST-2).
 
-Records real concurrent histories of 1,000, 10,000 and 100,000 store operations
+Part 1, the hard cases: P = 2, 4, 8, 12, 16, 32, 64 fully overlapping operations of one
+run (``invocation_store.history._synthetic``), linearizable and with one impossible
+result: completions of P calls (they commute), creates of P calls (their answers pin
+the order), and completions of unknown outcome followed by a read of the run (every
+subset of them a state: the case the budget bounds). Each check runs in a fresh
+subprocess through the CLI's code path, with the default budget; the table gives the
+exit code, CPU and wall seconds, the configurations explored and the peak resident
+memory the check added.
+
+Part 2 records real concurrent histories of 1,000, 10,000 and 100,000 store operations
 (8 worker threads driving ToolBoundary calls against one MemoryStore, about 40
 operations per run, so many runs: ``invocation_store.testing._jepsen``), then checks
 each one in a fresh subprocess running the CLI's code path, and reports per size:
@@ -10,9 +19,10 @@ each one in a fresh subprocess running the CLI's code path, and reports per size
   check (after imports) and after it; the difference is what the check used (the
   checker holds the decoded history in memory: it grows with the history).
 
-Run: ``.venv/bin/python benchmarks/bench_history.py [--ops 1000 10000 100000] [--repeat 1]``
-(``CIS_BENCH_QUICK=1``: 1,000 and 10,000). Prints ``FIGURE`` lines for
-``benchmarks/run_all.py``. Numbers are measured in this run; nothing here is asserted.
+Run: ``.venv/bin/python benchmarks/bench_history.py [--ops 1000 10000 100000] [--repeat 1]
+[--p 2 4 8 12 16 32 64] [--skip-recorded]`` (``CIS_BENCH_QUICK=1``: 1,000 and 10,000
+operations). Prints ``FIGURE`` lines for ``benchmarks/run_all.py``. Numbers are measured
+in this run; nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -29,17 +39,27 @@ from invocation_store.adapters import MemoryStore
 from invocation_store.testing._jepsen import CLOCK_MS, Workload, run_workload
 
 CHILD = r"""
-import argparse, json, resource, sys, time
-from invocation_store._cli import check_history
+import json, resource, sys, time
+from invocation_store.history import check_history_lines
 
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-args = argparse.Namespace(history=sys.argv[1], json=False, quiet=True)
 wall, cpu = time.perf_counter(), time.process_time()
-code = check_history.run(args)
+with open(sys.argv[1], "rb") as stream:
+    report = check_history_lines(stream)  # what `check-history` runs, without printing
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"exit": code, "wall": wall, "cpu": cpu, "rss_before_kb": before, "rss_after_kb": after}))
+status = report.as_json()["status"]
+print(json.dumps({"exit": report.exit_code, "wall": wall, "cpu": cpu, "rss_before_kb": before,
+                  "rss_after_kb": after, "status": status, "states": report.states}))
 """
+
+#: The hard cases of part 1: (name, builder name in invocation_store.history._synthetic).
+HARD_CASES = (
+    ("completes", "overlapping_completes"),
+    ("creates", "overlapping_creates"),
+    ("unknown completes", "unknown_completes"),
+)
+
 
 _THREADS = 8
 _OPS_PER_STEP = 1.45  # store operations per boundary call, measured on this workload
@@ -67,6 +87,35 @@ def _check(path: str) -> dict[str, float]:
     return result
 
 
+def _hard_cases(sizes: list[int], tmp: str) -> None:
+    """Part 1: the hard cases, one subprocess per check."""
+    from invocation_store.history import _synthetic  # noqa: PLC0415 - only for this part
+
+    print(
+        f"{'shape':>18} {'P':>3} {'history':>14} {'exit':>4} {'status':>17} {'cpu s':>7} {'wall s':>7} "
+        f"{'states':>8} {'check used':>11}"
+    )
+    for label, builder in HARD_CASES:
+        for p in sizes:
+            for forged in (False, True):
+                path = os.path.join(tmp, f"hard-{builder}-{p}-{forged}.jsonl")
+                with open(path, "w", encoding="utf-8") as stream:
+                    stream.writelines(getattr(_synthetic, builder)(p, forged=forged))
+                result = _check(path)
+                states = int(result["states"])
+                used = (result["rss_after_kb"] - result["rss_before_kb"]) / 1024
+                kind = "one impossible" if forged else "linearizable"
+                print(
+                    f"{label:>18} {p:>3} {kind:>14} {int(result['exit']):>4} {result['status']:>17} "
+                    f"{result['cpu']:>7.3f} {result['wall']:>7.3f} {states:>8,} {used:>7.1f} MiB"
+                )
+                print(
+                    f"FIGURE check-history {label} P={p} {kind}: exit {int(result['exit'])}, "
+                    f"{result['cpu']:.3f} CPU-s, {states:,} states, {used:.1f} MiB added"
+                )
+                os.remove(path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -76,7 +125,13 @@ def main() -> int:
         "--ops", type=int, nargs="+", default=[1_000, 10_000] if quick else [1_000, 10_000, 100_000]
     )
     parser.add_argument("--repeat", type=int, default=1, help="checks per size; the fastest is reported")
+    parser.add_argument("--p", type=int, nargs="+", default=[2, 4, 8, 12, 16, 32, 64], help="hard-case sizes")
+    parser.add_argument("--skip-recorded", action="store_true", help="run part 1 (the hard cases) only")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        _hard_cases(args.p, tmp)
+    if args.skip_recorded:
+        return 0
     rows = []
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,8 +17,15 @@ change (never a line number, which moves with every edit).
 
 :data:`RIVALS` adds the rival readings of the specification that an independent
 implementer could pick (sizes in characters, a sweep age from the last update, a
-content-only result limit, a same-token admission as a duplicate, ...), written as
-patches of the kernel's text; each must be killed too.
+content-only result limit, a same-token admission as a duplicate; round 3: truthy or
+`== true` authorization, a name compared case-insensitively, a missing policy that
+skips checks 5-6, Begin applying the request limit, caller errors after the phase,
+replays on a lapsed run or only while PROJECTING, charges of ACTIVE runs only, whole
+record replays, unsafe run ids cited UNSAFE_ID, duplicates removed among facts only,
+JavaScript's UTF-16 reading of escapes, unsafe integers refused, ...), written as
+patches of the kernel's text, or of the adapter's reading of a vector's JSON where
+the rule is about that JSON form (what a projection is, which texts name a code);
+each must be killed too.
 
 The vectors *kill* a mutant when ``scripts/run_vectors.py`` (which loads only the
 JSON files) reports at least one failing vector against the mutated kernel behind
@@ -103,7 +110,7 @@ _SYMBOL: dict[type[ast.AST], str] = {
 
 @dataclass(frozen=True)
 class Mutant:
-    """One mutant: ``name`` is stable, ``module`` the file changed, ``source`` its new text."""
+    """One mutant: ``name`` is stable, ``module`` the file changed (in the package), ``source`` its text."""
 
     name: str
     module: str
@@ -219,7 +226,7 @@ def generate(kernel: Path = KERNEL) -> list[Mutant]:
                 seen[key] = seen.get(key, 0) + 1
                 name = key if seen[key] == 1 else f"{key} #{seen[key]}"
                 source = _mutated_source(tree, parents, node, index)
-                mutants.append(Mutant(name=name, module=module, source=source))
+                mutants.append(Mutant(name=name, module=f"kernel/{module}", source=source))
     return mutants
 
 
@@ -252,12 +259,34 @@ EQUIVALENT: dict[str, str] = {
         "it only lists, in the text of a caller error, which fields changed; the outcome (a caller "
         "error) is the same, and vectors never compare error texts"
     ),
+    "_state.is_well_formed: `0` 0 -> 1 #3": (
+        "the expiry's lower bound: an expiry of 0 never passes expires_at_ms > created_at_ms with "
+        "created_at_ms >= 0, so a bound of 0 or 1 refuses the same records"
+    ),
 }
 
 
-#: Rival readings of the specification that an implementer could pick, as kernel
-#: patches: (name, module, text replaced, replacement). Each must fail some vector.
-RIVALS: tuple[tuple[str, str, str, str], ...] = (
+@dataclass(frozen=True)
+class Rival:
+    """A rival reading of a rule: ``patches`` (text replaced, replacement) applied to ``path``.
+
+    ``path`` is relative to the package: a kernel module (``kernel/_preflight.py``), or
+    the module that reads vectors into kernel values (``oracle/_vectors_outcomes.py``)
+    where the rule is about the JSON form of an input (what counts as a projection, which
+    texts name an error code), which is this project's reading of the vector files.
+    """
+
+    name: str
+    path: str
+    patches: tuple[tuple[str, str], ...]
+
+
+def _kernel(name: str, module: str, old: str, new: str) -> Rival:
+    return Rival(name, f"kernel/{module}", ((old, new),))
+
+
+#: Round 2's rival readings, as kernel patches: (name, module, text replaced, replacement).
+_ROUND_2: tuple[tuple[str, str, str, str], ...] = (
     (
         "record size counts the invocation token",
         "_sizes.py",
@@ -427,27 +456,476 @@ RIVALS: tuple[tuple[str, str, str, str], ...] = (
     ),
 )
 
+_OUTCOMES = "oracle/_vectors_outcomes.py"
 
-def rivals(kernel: Path = KERNEL) -> list[Mutant]:
-    """The :data:`RIVALS` as mutants; raises ``LookupError`` if a patch no longer applies once."""
+#: Rival readings of the open points of round 3 (fail-closed authorization, Begin, projections,
+#: replays, charges, citations, progress, well-formedness, own creates, views, the integer domain).
+_ROUND_3: tuple[Rival, ...] = (
+    # Authorization fails closed (CIS-PRE-5, CIS-PRE-6).
+    _kernel(
+        "authorization refuses only authorized === false",
+        "_preflight.py",
+        "or policy.authorized is not True",
+        "or policy.authorized is False",
+    ),
+    _kernel(
+        "authorized is read as truthy",
+        "_preflight.py",
+        "or policy.authorized is not True",
+        "or not policy.authorized",
+    ),
+    _kernel(
+        "authorized == true (the number 1 passes)",
+        "_preflight.py",
+        "or policy.authorized is not True",
+        "or policy.authorized != True  # noqa",
+    ),
+    _kernel(
+        "no policy skips checks 5 and 6",
+        "_preflight.py",
+        "    if (\n        policy is None\n        or type(envelope.tool_name) is not str",
+        "    if policy is None:\n"
+        "        return parsed\n"
+        "    if (\n"
+        "        type(envelope.tool_name) is not str",
+    ),
+    _kernel(
+        "the tool name is ignored", "_preflight.py", "        or policy.name != envelope.tool_name\n", ""
+    ),
+    _kernel(
+        "tool names are compared case-insensitively",
+        "_preflight.py",
+        "or policy.name != envelope.tool_name",
+        "or str(policy.name).lower() != envelope.tool_name.lower()",
+    ),
+    _kernel(
+        "a tool name without a UTF-8 form is authorized",
+        "_preflight.py",
+        "        or utf8_len(envelope.tool_name) is None  # a name with no UTF-8 form cannot be stored\n",
+        "",
+    ),
+    _kernel(
+        "read_only is read as truthy",
+        "_preflight.py",
+        "if policy.read_only is not True:",
+        "if not policy.read_only:",
+    ),
+    _kernel(
+        "read_only refuses only read_only === false",
+        "_preflight.py",
+        "if policy.read_only is not True:",
+        "if policy.read_only is False:",
+    ),
+    _kernel(
+        "NOT_READ_ONLY is checked before UNAUTHORIZED",
+        "_preflight.py",
+        "    if (\n        policy is None\n",
+        "    if policy is not None and policy.read_only is not True:\n"
+        "        return ErrorCode.NOT_READ_ONLY\n"
+        "    if (\n        policy is None\n",
+    ),
+    _kernel(
+        "a missing envelope run id means the context's",
+        "_preflight.py",
+        "    if type(envelope.run_id) is not str or envelope.run_id != context.run_id:",
+        "    if envelope.run_id is not None and envelope.run_id != context.run_id:",
+    ),
+    _kernel(
+        "the time is judged after the envelope",
+        "_preflight.py",
+        "    check_now(now_ms)  # a caller error is refused before any check (CIS-KERN-2)\n",
+        "",
+    ),
+    # Begin (CIS-REC-4, CIS-SIZE-5, CIS-ID-6, CIS-KERN-2).
+    _kernel(
+        "Begin also refuses a request over request_bytes",
+        "_state.py",
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n",
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n"
+        "    if len(request_json) > limits.request_bytes:\n"
+        "        return ErrorCode.REQUEST_TOO_LARGE\n",
+    ),
+    _kernel(
+        "caller errors are judged after the phase",
+        "_state.py",
+        "    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)\n",
+        "",
+    ),
+    _kernel(
+        "Begin checks the run id before the tool_call_id",
+        "_state.py",
+        "    id_code = check_tool_call_id(tool_call_id)\n    if id_code is not None:\n"
+        "        return id_code  # CIS-ID-6: no fallback id ever reaches a record\n"
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n",
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n"
+        "    id_code = check_tool_call_id(tool_call_id)\n    if id_code is not None:\n"
+        "        return id_code\n",
+    ),
+    _kernel(
+        "sequence 0 is a position",
+        "_state.py",
+        'check_int("Begin.sequence", event.sequence, 1)',
+        'check_int("Begin.sequence", event.sequence, 0)',
+    ),
+    _kernel(
+        "an empty invocation token is a caller error",
+        "_state.py",
+        '        ttl = check_int("Begin.ttl_ms", event.ttl_ms, 1)',
+        '        if event.invocation_token == "":\n            raise ValueError("empty token")\n'
+        '        ttl = check_int("Begin.ttl_ms", event.ttl_ms, 1)',
+    ),
+    _kernel(
+        "a Begin's texts are not checked (a null token or tool name is stored)",
+        "_state.py",
+        "            if type(getattr(event, name)) is not str:\n"
+        '                raise TypeError(f"Begin.{name} must be a str")',
+        "            pass",
+    ),
+    _kernel(
+        "a Begin's expiry may pass 2^53 - 1",
+        "_state.py",
+        "        if now + ttl > MAX_SAFE_INT:",
+        "        if False:",
+    ),
+    _kernel(
+        "a negative sweep age is allowed",
+        "_state.py",
+        'check_int("SweptStale.older_than_ms", event.older_than_ms)',
+        "pass",
+    ),
+    # Projections (CIS-EVID-2, CIS-EVID-5).
+    _kernel(
+        "a projection that is not one is a caller error",
+        "_state.py",
+        "    if not isinstance(projection, Projection):\n"
+        "        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)\n",
+        '    if not isinstance(projection, Projection):\n        raise TypeError("not a projection")\n',
+    ),
+    Rival(
+        "extra members of a projection are ignored (vector reading)",
+        _OUTCOMES,
+        (
+            ("value.keys() == PROJECTION_MEMBERS", "value.keys() >= PROJECTION_MEMBERS"),
+            (
+                "return Projection(**value)",
+                "return Projection(**{name: value[name] for name in PROJECTION_MEMBERS})",
+            ),
+        ),
+    ),
+    Rival(
+        "a projection without a scope has the empty scope (vector reading)",
+        _OUTCOMES,
+        (
+            ("value.keys() == PROJECTION_MEMBERS", 'value.keys() | {"scope"} == PROJECTION_MEMBERS'),
+            ("return Projection(**value)", 'return Projection(**{"scope": "", **value})'),
+        ),
+    ),
+    # Admission (CIS-PRE-8, CIS-RETRY-2).
+    _kernel(
+        "a replay on any stored run state, live or not",
+        "_admission.py",
+        "        and run_live\n    ):",
+        "        and run is not None\n    ):",
+    ),
+    _kernel(
+        "a replay only while the record is PROJECTING",
+        "_admission.py",
+        "        and live.invocation_token == request.invocation_token\n",
+        "        and live.invocation_token == request.invocation_token\n"
+        "        and live.status is InvocationStatus.PROJECTING\n",
+    ),
+    _kernel(
+        "RUN_MISMATCH before RUN_INACTIVE",
+        "_admission.py",
+        "    if run is None or not run_live or run.status is not RunStatus.ACTIVE:\n"
+        "        return ErrorCode.RUN_INACTIVE\n"
+        "    if run.run_id != request.run_id:\n        return ErrorCode.RUN_MISMATCH\n",
+        "    if run is not None and run.run_id != request.run_id:\n        return ErrorCode.RUN_MISMATCH\n"
+        "    if run is None or not run_live or run.status is not RunStatus.ACTIVE:\n"
+        "        return ErrorCode.RUN_INACTIVE\n",
+    ),
+    _kernel(
+        "the deadline before the run state's run id",
+        "_admission.py",
+        "    if run.run_id != request.run_id:\n        return ErrorCode.RUN_MISMATCH\n"
+        "    if now_ms >= run.deadline_ms:\n        return ErrorCode.RUN_DEADLINE_EXCEEDED\n",
+        "    if now_ms >= run.deadline_ms:\n        return ErrorCode.RUN_DEADLINE_EXCEEDED\n"
+        "    if run.run_id != request.run_id:\n        return ErrorCode.RUN_MISMATCH\n",
+    ),
+    _kernel(
+        "an admission's texts are not checked (a null token is admitted)",
+        "_admission.py",
+        "        if type(getattr(request, name)) is not str:\n"
+        '            raise TypeError(f"AdmissionRequest.{name} must be a str")',
+        "        pass",
+    ),
+    # Completions (CIS-STORE-3, CIS-RUN-6).
+    _kernel(
+        "a lapsed run state is charged",
+        "_effects.py",
+        "    current = live(run, now_ms)\n",
+        "    current = run\n",
+    ),
+    _kernel(
+        "only an ACTIVE run is charged",
+        "_effects.py",
+        "    if current is None or current.run_id != after.run_id:",
+        '    if current is None or current.run_id != after.run_id or current.status.value != "ACTIVE":',
+    ),
+    _kernel(
+        "a replayed completion compares the whole record",
+        "_state.py",
+        "        and stored.updated_at_ms == after.updated_at_ms\n    ):",
+        "        and stored.updated_at_ms == after.updated_at_ms\n        and stored == after\n    ):",
+    ),
+    _kernel(
+        "a replayed completion ignores updated_at_ms",
+        "_state.py",
+        "        and stored.updated_at_ms == after.updated_at_ms\n    ):",
+        "    ):",
+    ),
+    _kernel(
+        "a completion's time is judged after the compare-and-set",
+        "_state.py",
+        "    check_completion(before, after)\n    check_now(now_ms)\n",
+        "    check_completion(before, after)\n",
+    ),
+    # Citations and progress (CIS-REF-3, CIS-PROG-2, CIS-PROG-3).
+    _kernel(
+        "an unsafe run id is cited UNSAFE_ID",
+        "_refs.py",
+        "    if not is_safe_id(tool_call_id):\n        return ExclusionReason.UNSAFE_ID\n",
+        "    if not is_safe_id(tool_call_id) or not is_safe_id(run_id):\n"
+        "        return ExclusionReason.UNSAFE_ID\n",
+    ),
+    _kernel(
+        "the tool_call_id is hidden when the run id is unsafe",
+        "_refs.py",
+        "tool_call_id=tool_call_id if is_safe_id(tool_call_id) else None,",
+        "tool_call_id=tool_call_id if is_safe_id(tool_call_id) and is_safe_id(run_id) else None,",
+    ),
+    _kernel(
+        "PROJECTING and ERROR before EXPIRED",
+        "_refs.py",
+        "    if now_ms >= record.expires_at_ms:\n        return ExclusionReason.EXPIRED\n"
+        "    if record.status is InvocationStatus.PROJECTING:\n        return ExclusionReason.PROJECTING\n",
+        "    if record.status is InvocationStatus.PROJECTING:\n        return ExclusionReason.PROJECTING\n"
+        "    if record.status is InvocationStatus.ERROR:\n        return ExclusionReason.ERROR\n"
+        "    if now_ms >= record.expires_at_ms:\n        return ExclusionReason.EXPIRED\n",
+    ),
+    _kernel(
+        "ERROR before EXPIRED",
+        "_refs.py",
+        "    if now_ms >= record.expires_at_ms:\n        return ExclusionReason.EXPIRED\n",
+        "    if record.status is InvocationStatus.ERROR:\n        return ExclusionReason.ERROR\n"
+        "    if now_ms >= record.expires_at_ms:\n        return ExclusionReason.EXPIRED\n",
+    ),
+    _kernel(
+        "duplicate identities are removed among facts only",
+        "_refs.py",
+        "        if tool_call_id in seen:\n            continue\n        seen.add(tool_call_id)\n"
+        "        record = records.get(tool_call_id)\n"
+        "        reason = classify(run_id, tool_call_id, record, now_ms)\n"
+        "        if reason is not None:\n"
+        "            excluded[reason] = excluded.get(reason, 0) + 1\n"
+        "            continue\n",
+        "        record = records.get(tool_call_id)\n"
+        "        reason = classify(run_id, tool_call_id, record, now_ms)\n"
+        "        if reason is not None:\n"
+        "            excluded[reason] = excluded.get(reason, 0) + 1\n"
+        "            continue\n"
+        "        if tool_call_id in seen:\n            continue\n        seen.add(tool_call_id)\n",
+    ),
+    _kernel(
+        "an identity that is not a text is a caller error",
+        "_refs.py",
+        "        if type(tool_call_id) is not str:  # no id at all: never a key to look up\n"
+        "            excluded[ExclusionReason.UNSAFE_ID] = excluded.get(ExclusionReason.UNSAFE_ID, 0) + 1\n"
+        "            continue\n",
+        "",
+    ),
+    _kernel(
+        "an identity that is not a text is skipped, not counted",
+        "_refs.py",
+        "            excluded[ExclusionReason.UNSAFE_ID] = excluded.get(ExclusionReason.UNSAFE_ID, 0) + 1\n",
+        "",
+    ),
+    # Well-formedness, own creates, views (CIS-LIFE-5, CIS-RETRY-2, CIS-BND-4, CIS-ERR-1).
+    _kernel(
+        "a well-formed record's update follows its creation",
+        "_state.py",
+        "        and record.expires_at_ms > record.created_at_ms\n    )",
+        "        and record.expires_at_ms > record.created_at_ms\n"
+        "        and record.updated_at_ms >= record.created_at_ms\n    )",
+    ),
+    _kernel(
+        "a well-formed READY record holds its raw response",
+        "_state.py",
+        "        and record.expires_at_ms > record.created_at_ms\n    )",
+        "        and record.expires_at_ms > record.created_at_ms\n"
+        "        and (status is not InvocationStatus.READY or record.raw_response is not None)\n    )",
+    ),
+    _kernel(
+        "a well-formed record has a non-empty token",
+        "_state.py",
+        "        and record.expires_at_ms > record.created_at_ms\n    )",
+        "        and record.expires_at_ms > record.created_at_ms\n"
+        '        and record.invocation_token != ""\n'
+        "    )",
+    ),
+    Rival(
+        "well-formedness does not judge integer ranges",
+        "kernel/_state.py",
+        (
+            ("        and is_safe_int(record.sequence, 1)\n", "        and record.sequence >= 1\n"),
+            ("        and is_safe_int(record.created_at_ms, 0)\n", ""),
+            ("        and is_safe_int(record.updated_at_ms, 0)\n", ""),
+            ("        and is_safe_int(record.expires_at_ms, 0)\n", ""),
+        ),
+    ),
+    _kernel(
+        "an empty token makes an own create",
+        "_effects.py",
+        '        request.invocation_token != ""\n        and record.created_at_ms >= not_before_ms',
+        "        record.created_at_ms >= not_before_ms",
+    ),
+    _kernel(
+        "the agent sees a PROJECTING record as INVALID_TRANSITION",
+        "_effects.py",
+        "        return failure_view(ErrorCode.CALL_IN_PROGRESS, record.tool_call_id)",
+        "        return failure_view(ErrorCode.INVALID_TRANSITION, record.tool_call_id)",
+    ),
+    _kernel(
+        "the agent sees a record that is not well formed by its own fields",
+        "_effects.py",
+        "    if not is_well_formed(record):\n"
+        "        return failure_view(ErrorCode.STORE_UNAVAILABLE, record.tool_call_id)\n",
+        "",
+    ),
+    Rival(
+        "a text naming no error code is shown as STORE_UNAVAILABLE (vector reading)",
+        _OUTCOMES,
+        (
+            (
+                'failure_view(ErrorCode(vector["code"]), vector["tool_call_id"])',
+                'failure_view(ErrorCode(vector["code"]) if vector["code"] in ErrorCode.__members__ '
+                'else ErrorCode.STORE_UNAVAILABLE, vector["tool_call_id"])',
+            ),
+        ),
+    ),
+    Rival(
+        "error codes are compared case-insensitively (vector reading)",
+        _OUTCOMES,
+        (
+            (
+                'failure_view(ErrorCode(vector["code"]), ',
+                'failure_view(ErrorCode(str(vector["code"]).upper()), ',
+            ),
+        ),
+    ),
+    # The integer domain (CIS-KERN-2) and binary64 readers.
+    _kernel(
+        "times beyond 2^53 - 1 are accepted",
+        "_models.py",
+        "    if type(now_ms) is not int or not 0 <= now_ms <= MAX_SAFE_INT:",
+        "    if type(now_ms) is not int or now_ms < 0:",
+    ),
+    _kernel(
+        "limits have no upper bound",
+        "_models.py",
+        '    check_int(getattr(attribute, "name", "?"), value, 1)',
+        "    if type(value) is not int or value < 1:\n"
+        '        raise ValueError("a limit must be a positive int")',
+    ),
+    _kernel(
+        "an open judges the run id before its numbers",
+        "_runs.py",
+        "    check_now(now_ms)  # caller errors first, before the run id is judged (CIS-KERN-2)\n",
+        "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n    check_now(now_ms)\n",
+    ),
+    _kernel(
+        "a cancel or close judges no time",
+        "_runs.py",
+        "    check_now(now_ms)\n    if run is None",
+        "    if run is None",
+    ),
+    Rival(
+        "liveness takes any number",
+        "kernel/_effects.py",
+        (
+            (
+                "return value is not None and check_now(now_ms) < value.expires_at_ms",
+                "return value is not None and now_ms < value.expires_at_ms",
+            ),
+            (
+                "return value if value is not None and check_now(now_ms) < value.expires_at_ms else None",
+                "return value if value is not None and now_ms < value.expires_at_ms else None",
+            ),
+            (
+                "    if value is None or check_now(now_ms) >= value.expires_at_ms:",
+                "    if value is None or now_ms >= value.expires_at_ms:",
+            ),
+        ),
+    ),
+    _kernel(
+        "integers beyond 2^53 - 1 make the arguments invalid",
+        "_ijson.py",
+        "parse_constant=_constant, parse_float=_float)",
+        "parse_constant=_constant, parse_float=_float, parse_int=_safe_integer)\n\n\n"
+        "def _safe_integer(text):\n    value = int(text)\n    if abs(value) > 2**53 - 1:\n"
+        '        raise _RejectError("beyond 2**53 - 1")\n    return value',
+    ),
+    _kernel(
+        "the 4300-digit limit applies to every number",
+        "_ijson.py",
+        "def _float(text: str) -> float:\n",
+        "def _float(text: str) -> float:\n"
+        '    if len(text.lstrip("-").split("e")[0].split("E")[0].split(".")[0]) > 4300:\n'
+        '        raise _RejectError("too many digits")\n',
+    ),
+    Rival(
+        "strings are judged as UTF-16 after parsing (an escaped high surrogate pairs with a raw low one)",
+        "kernel/_ijson.py",
+        (
+            ('text.encode("utf-8")  # raises on a raw lone surrogate (CIS-JSON-4)', "pass"),
+            ("if _SURROGATE_ESCAPE.search(text) is not None:", "if True:"),
+            (
+                'json.dumps(value, ensure_ascii=False).encode("utf-8")',
+                'json.dumps(value, ensure_ascii=False).encode("utf-16",'
+                ' "surrogatepass").decode("utf-16").encode("utf-8")',
+            ),
+        ),
+    ),
+)
+
+#: Every rival reading kept as a patch; each must fail some vector.
+RIVALS: tuple[Rival, ...] = (*(_kernel(*entry) for entry in _ROUND_2), *_ROUND_3)
+
+
+def rivals(root: Path = ROOT / "invocation_store") -> list[Mutant]:
+    """The :data:`RIVALS` as mutants; raises ``LookupError`` if a patch no longer applies exactly once."""
     result = []
-    for name, module, old, new in RIVALS:
-        text = (kernel / module).read_text(encoding="utf-8")
-        if text.count(old) != 1:
-            raise LookupError(f"rival {name!r}: its patch does not apply exactly once to {module}")
-        result.append(Mutant(name=f"rival: {name}", module=module, source=text.replace(old, new)))
+    for rival in RIVALS:
+        text = (root / rival.path).read_text(encoding="utf-8")
+        for old, new in rival.patches:
+            if text.count(old) != 1:
+                raise LookupError(
+                    f"rival {rival.name!r}: a patch does not apply exactly once to {rival.path}"
+                )
+            text = text.replace(old, new)
+        result.append(Mutant(name=f"rival: {rival.name}", module=rival.path, source=text))
     return result
 
 
 class Sandbox:
-    """A private copy of the package in which one kernel module at a time is mutated."""
+    """A private copy of the package in which one module at a time is mutated."""
 
     def __init__(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="cis-mutants-"))
         self.package = self.directory / "invocation_store"
         shutil.copytree(ROOT / "invocation_store", self.package, ignore=shutil.ignore_patterns("__pycache__"))
         compileall.compile_dir(str(self.package), quiet=1)
-        self.originals = {module: (self.package / "kernel" / module).read_text() for module in MODULES}
+        self.originals: dict[str, str] = {}
 
     def command(self) -> list[str]:
         """The adapter command that imports this copy."""
@@ -462,12 +940,13 @@ class Sandbox:
         return env
 
     def apply(self, mutant: Mutant | None, module: str | None = None) -> None:
-        """Write ``mutant`` (or restore ``module`` when ``mutant`` is None)."""
+        """Write ``mutant`` (or restore ``module``, a path in the package, when ``mutant`` is None)."""
         target = mutant.module if mutant is not None else module
         assert target is not None
-        path = self.package / "kernel" / target
-        path.write_text(mutant.source if mutant is not None else self.originals[target])
-        for cached in (path.parent / "__pycache__").glob(f"{target[:-3]}.*.pyc"):
+        path = self.package / target
+        self.originals.setdefault(target, path.read_text(encoding="utf-8"))
+        path.write_text(mutant.source if mutant is not None else self.originals[target], encoding="utf-8")
+        for cached in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
             cached.unlink()
 
     def close(self) -> None:

@@ -2,8 +2,9 @@
 
 Exit codes as ``check-trace``: 0 linearizable; 1 not (a minimal window: the
 operations involved, the orders tried, the requirement); 2 for a malformed history
-(its line and JSON path) or an unreadable file. Never prints a traceback or a
-payload for bad input.
+(its line and JSON path) or an unreadable file; 3 undecided within the search budget
+(``--max-states``, ``--max-seconds``: the run and the window it could not decide).
+Never prints a traceback or a payload for bad input.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import sys
 from typing import IO, Any
 
 from ..history import (
+    DEFAULT_BUDGET,
     HISTORY_FORMAT,
     HISTORY_VERSION,
+    Budget,
     HistoryReport,
     MalformedHistoryError,
     check_history_lines,
 )
+from ._common import positive_int
 
 __all__ = ["register", "run"]
 
@@ -39,15 +43,23 @@ completions: 'ok' with the observed result, 'fail' (did not take effect) or
 _EPILOG = """\
 exit status:
   0  linearizable
-  1  not linearizable: prints the run, the first completion no order explains,
-     the window of operations whose results contradict the kernel, the orders
-     tried and the requirement IDs (spec/requirements.md)
+  1  not linearizable: prints the run (and the key, when one key's operations
+     alone contradict the kernel), the first completion no order explains, the
+     window of operations whose results contradict the kernel, the orders tried
+     and the requirement IDs (spec/requirements.md)
   2  malformed history (line number and JSON path), or the file cannot be read
+  3  undecided within the budget: no run was found not linearizable, but some run
+     could not be decided in --max-states configurations or --max-seconds CPU
+     seconds; prints each such run, the limit reached and the window of
+     operations not yet placed where the search stopped
 
 --json prints exactly one JSON object on stdout whatever the outcome:
   {"status": "linearizable", "lines", "operations", "unknown", "runs"}
-  {"status": "not_linearizable", "requirement", "rule", "run_id",
-   "first_unexplained", "window", "orders", "orders_total"}
+  {"status": "not_linearizable", "requirement", "rule", "run_id", "key",
+   "minimal", "first_unexplained", "window", "orders", "orders_total",
+   "undecided"}
+  {"status": "undecided", "lines", "operations", "unknown", "runs",
+   "undecided": [{"run_id", "limit", "placed", "operations", "lines", "window"}]}
   {"status": "malformed", "line", "where", "message"}
   {"status": "error", "line": null, "where": null, "message"}
 
@@ -69,6 +81,20 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "history", metavar="FILE", help="the history (JSON Lines, UTF-8); '-' reads standard input"
     )
+    parser.add_argument(
+        "--max-states",
+        type=positive_int,
+        default=DEFAULT_BUDGET.max_states,
+        metavar="N",
+        help="configurations one search may hold, the memory bound (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=_positive_float,
+        default=DEFAULT_BUDGET.max_seconds,
+        metavar="S",
+        help="CPU seconds the whole check may spend (default %(default)s)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument(
         "--json", action="store_true", help="print the verdict as one JSON object on standard output"
@@ -77,6 +103,16 @@ def register(subparsers: Any) -> None:
         "-q", "--quiet", action="store_true", help="print nothing when the history is linearizable"
     )
     parser.set_defaults(func=run)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
 
 
 def _error(message: str, args: argparse.Namespace) -> int:
@@ -99,19 +135,12 @@ def _malformed(exc: MalformedHistoryError, args: argparse.Namespace) -> int:
 
 def _report(report: HistoryReport, args: argparse.Namespace) -> int:
     if args.json:
-        if report.violation is not None:
-            verdict: dict[str, Any] = report.violation.as_json()
-        else:
-            verdict = {
-                "status": "linearizable",
-                "lines": report.lines,
-                "operations": report.operations,
-                "unknown": report.unknown,
-                "runs": report.runs,
-            }
+        verdict: dict[str, Any] = report.as_json()
         print(json.dumps(verdict, ensure_ascii=True, sort_keys=True))
     elif report.violation is not None:
         print(report.violation.render())
+    elif report.undecided:
+        print("\n".join(run.render() for run in report.undecided))
     elif not args.quiet:
         print(
             f"check-history: linearizable ({report.operations} operations, {report.unknown} with unknown "
@@ -121,8 +150,12 @@ def _report(report: HistoryReport, args: argparse.Namespace) -> int:
 
 
 def _check(stream: IO[bytes], args: argparse.Namespace) -> int:
+    budget = Budget(
+        max_states=getattr(args, "max_states", DEFAULT_BUDGET.max_states),
+        max_seconds=getattr(args, "max_seconds", DEFAULT_BUDGET.max_seconds),
+    )
     try:
-        report = check_history_lines(stream)
+        report = check_history_lines(stream, budget)
     except MalformedHistoryError as exc:
         return _malformed(exc, args)
     return _report(report, args)

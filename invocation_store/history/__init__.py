@@ -5,13 +5,15 @@ with each operation's invocation and completion (or unknown outcome) in real-tim
 order (``spec/history.md``). :func:`check_history_lines` (the ``invocation-store
 check-history`` command) decides whether it is linearizable with respect to the
 kernel: whether some order of the operations, consistent with real time, explains
-every observed result by the kernel's sequential rules. :class:`HistoryRecorder`
+every observed result by the kernel's sequential rules, within a :class:`Budget` of
+states and CPU seconds (a run it cannot decide is reported :class:`Undecided`). :class:`HistoryRecorder`
 records such histories from any :class:`~invocation_store.adapters.InvocationStore`.
 """
 
 from ._checker import (
     HistoryReport,
     OrderTried,
+    Undecided,
     Violation,
     check_history,
     check_history_lines,
@@ -31,11 +33,15 @@ from ._format import (
     header_line,
 )
 from ._recorder import HistoryRecorder, HistoryWriter
+from ._search import DEFAULT_BUDGET, Budget, BudgetExhausted
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "HISTORY_FORMAT",
     "HISTORY_VERSION",
     "OPERATIONS",
+    "Budget",
+    "BudgetExhausted",
     "History",
     "HistoryOp",
     "HistoryRecorder",
@@ -44,6 +50,7 @@ __all__ = [
     "MalformedHistoryError",
     "OrderTried",
     "Outcome",
+    "Undecided",
     "Violation",
     "check_history",
     "check_history_lines",

@@ -21,7 +21,7 @@ record)`` pairs sorted by id.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from attrs import evolve
 
@@ -36,12 +36,24 @@ from ..kernel import (
     cancel_run,
     close_run,
     decide_completion,
+    duplicate_code,
     live,
     open_run,
+    utf8_len,
 )
 from ._format import HistoryOp, Outcome
 
-__all__ = ["EMPTY", "RunModel", "apply", "earlier_attempts", "rule_of"]
+__all__ = [
+    "EMPTY",
+    "Admitted",
+    "RunModel",
+    "apply",
+    "earlier_attempts",
+    "impossible",
+    "reads_of",
+    "rule_of",
+    "writes_of",
+]
 
 #: ``(run, records, done, calls)`` of one run.
 RunModel: TypeAlias = tuple[
@@ -76,18 +88,44 @@ def _put(
     return tuple(kept)
 
 
+class Admitted(NamedTuple):
+    """The arguments of a ``create`` seen from its call's key only: the record it admitted.
+
+    The per-key projection of a run (``_checker``) replaces each admitted create by
+    this: in every linearization of the run, that create takes effect where the key
+    holds no live record and leaves exactly ``record`` there, so the projection keeps
+    the key's part of the state exact without the run's. ``record`` is ``args[0]`` so
+    that :meth:`HistoryOp.describe` names its call.
+    """
+
+    record: CanonicalRecord
+
+
+def _admitted(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
+    run, records, done, calls = state
+    record = op.args.record
+    existing = _live_record(records, record.tool_call_id, op.now_ms)
+    if existing is not None:
+        return duplicate_code(existing), state
+    return op.result, (run, _put(records, record), done, calls)
+
+
 def apply(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
     """Run ``op`` on ``state``: ``(the result the store must return, the next state)``.
 
     The result has the store protocol's type (``RunState | ErrorCode`` for run
     operations, ``Admission | ErrorCode`` for ``create``, ``CanonicalRecord |
     ErrorCode`` for ``complete``, ``CanonicalRecord | None`` for ``get``, a dict for
-    ``get_many``, a tuple of ids for ``completed`` and ``calls``).
+    ``get_many``, a tuple of ids for ``completed`` and ``calls``). A create whose args
+    are :class:`Admitted` (the per-key projection) answers its observed admission where
+    the key holds no live record, and the duplicate's code where it does.
     """
     run, records, done, calls = state
     now = op.now_ms
     current = _live_run(run, now)
     name = op.name
+    if name == "create" and isinstance(op.args, Admitted):
+        return _admitted(state, op)
     if name == "create":
         request, limits = op.args
         existing = _live_record(records, request.tool_call_id, now)
@@ -207,3 +245,72 @@ def rule_of(op: HistoryOp, expected: Any) -> str:
     if name in ("completed", "calls"):
         return "CIS-PROG-1"
     return "CIS-STORE-1"
+
+
+def writes_of(op: HistoryOp, checked: bool) -> tuple[str, ...]:
+    """The tool_call_ids whose record ``op`` may write (for pruning: ``_search``).
+
+    A create or a completion writes its call's record unless it is known (``checked``)
+    to have been refused (a code) or to be a replay (it found its own record). An
+    operation of unknown outcome may write. Nothing else writes a record.
+    """
+    name = op.name
+    if name not in ("create", "complete"):
+        return ()
+    result = op.result
+    if checked and (isinstance(result, ErrorCode) or (isinstance(result, Admission) and result.replayed)):
+        return ()
+    return (op.args[0].tool_call_id,)
+
+
+def reads_of(op: HistoryOp) -> tuple[str, ...] | None:
+    """The tool_call_ids whose records alone decide ``op``'s result, or None if more decides it.
+
+    A completion's result is the stored record or a code, decided by the stored record
+    alone (the run state only decides the charge); a read's by the records it reads;
+    a per-key admission's (:class:`Admitted`) by its key's record. With nothing left
+    to write them, the result is fixed whatever else happens (``_search``'s pruning).
+    """
+    name = op.name
+    if name == "complete":
+        return (op.args[0].tool_call_id,)
+    if name == "get":
+        return (op.args["tool_call_id"],)
+    if name == "get_many":
+        return tuple(op.args["tool_call_ids"])
+    if name == "create" and isinstance(op.args, Admitted):
+        return (op.args.record.tool_call_id,)
+    return None
+
+
+def impossible(op: HistoryOp) -> Any:
+    """The kernel's answer that proves ``op``'s observed result is given in no state, or None.
+
+    For a create answered with an admission, the state before it is determined by the
+    answer (the kernel's invariants: a fresh admission adds one call and the request's
+    bytes to the run and writes the record; a replay answers the stored run and
+    record as they are), so one witness state decides: if the kernel answers otherwise
+    there, it answers otherwise everywhere. Anything else, or a witness outside the
+    kernel's domain, gives None (not proven impossible).
+    """
+    result = op.result
+    if op.name != "create" or op.outcome is not Outcome.OK or not isinstance(result, Admission):
+        return None
+    if isinstance(op.args, Admitted):
+        return None
+    request = op.args[0]
+    if result.replayed:
+        witness: RunModel = (result.run, ((request.tool_call_id, result.record),), (), ())
+    else:
+        size = utf8_len(request.request_json) or 0
+        run = evolve(
+            result.run,
+            tool_calls_used=result.run.tool_calls_used - 1,
+            bytes_used=result.run.bytes_used - size,
+        )
+        witness = (run, (), (), ())
+    try:
+        answer, _after = apply(witness, op)
+    except (ValueError, TypeError):  # the witness is outside the kernel's domain: no proof
+        return None
+    return answer if answer != result else None

@@ -15,7 +15,7 @@ from typing import Final
 from attrs import frozen
 
 from ._codes import ErrorCode
-from ._models import CanonicalRecord, InvocationStatus, Limits, RunState, RunStatus
+from ._models import CanonicalRecord, InvocationStatus, Limits, RunState, RunStatus, check_now
 from ._sizes import record_bytes, utf8_len
 from ._state import Begin, Phase, _begin, _created, phase_of
 
@@ -26,6 +26,7 @@ __all__ = [
     "admit",
     "charge",
     "check_begin",
+    "check_request",
     "duplicate_code",
     "run_usage_after",
 ]
@@ -127,8 +128,11 @@ def admit(
 
     Stores call this under their atomicity guarantee (a lock, a Lua script mirroring
     it), with ``run`` and ``existing`` as stored and ``now_ms`` the store's own clock
-    read inside that step (CIS-STORE-10). Order: same-token replay -> RUN_INACTIVE
-    (no run, expired, cancelled or closed) -> RUN_MISMATCH -> RUN_DEADLINE_EXCEEDED
+    read inside that step (CIS-STORE-10). Caller errors first (:func:`check_request`:
+    ``ValueError``/``TypeError``). Then: same-token replay (the live record under the
+    key carries the request's non-empty token, whatever its status, and the run
+    state is live: nothing written) -> RUN_INACTIVE (no run state, expired,
+    cancelled or closed) -> RUN_MISMATCH -> RUN_DEADLINE_EXCEEDED
     (``now_ms >= deadline_ms``) -> the duplicate answer of :func:`duplicate_code`
     (DUPLICATE_TOOL_CALL, CALL_IN_PROGRESS, STALE_PROJECTION or
     DURABILITY_NOT_REACHED) -> TOOL_BUDGET_EXHAUSTED -> RUN_BYTES_EXHAUSTED. A
@@ -136,15 +140,18 @@ def admit(
     one call and the request's UTF-8 bytes; the returned :class:`Admission` lists
     every effect.
     """
+    check_request(request, now_ms)
     live = existing if phase_of(existing, now_ms) is not Phase.ABSENT else None
+    run_live = run is not None and now_ms < run.expires_at_ms
     if (
         live is not None
         and request.invocation_token
         and live.invocation_token == request.invocation_token
-        and run is not None
+        and run_live
     ):
+        assert run is not None
         return Admission(run=run, record=live, replayed=True)
-    if run is None or run.status is not RunStatus.ACTIVE or now_ms >= run.expires_at_ms:
+    if run is None or not run_live or run.status is not RunStatus.ACTIVE:
         return ErrorCode.RUN_INACTIVE
     if run.run_id != request.run_id:
         return ErrorCode.RUN_MISMATCH
@@ -180,6 +187,20 @@ def admit(
         bytes_used=run.bytes_used + request_size,
     )
     return Admission(run=new_run, record=result)
+
+
+def check_request(request: AdmissionRequest, now_ms: object) -> None:
+    """Raise for a caller error in an admission: ``now_ms`` not an int in ``[0, 2**53 - 1]``
+    (``ValueError``), or a tool name, request text or token that is not a text (``TypeError``).
+
+    The ids are not caller errors: a non-text or unsafe id is a domain outcome
+    (MISSING_TOOL_CALL_ID, UNSAFE_TOOL_CALL_ID, RUN_MISMATCH; CIS-ID-6). :func:`admit`
+    runs this first, so a caller error is refused whatever the run and the record.
+    """
+    check_now(now_ms)
+    for name in ("tool_name", "request_json", "invocation_token"):
+        if type(getattr(request, name)) is not str:
+            raise TypeError(f"AdmissionRequest.{name} must be a str")
 
 
 def check_begin(request: AdmissionRequest, limits: Limits) -> ErrorCode | None:

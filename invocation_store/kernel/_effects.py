@@ -36,8 +36,8 @@ from attrs import evolve, frozen
 from ._admission import AdmissionRequest, charge, charged
 from ._codes import ERROR_MESSAGES, ErrorCode
 from ._ids import is_safe_id
-from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, RunState
-from ._state import CompareAndSet, decide_complete
+from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, RunState, check_now
+from ._state import CompareAndSet, decide_complete, is_well_formed
 
 __all__ = [
     "AgentView",
@@ -68,9 +68,11 @@ def is_live(value: _Expiring | None, now_ms: int) -> bool:
     """True if ``value`` (a record or a run state) exists and ``now_ms < expires_at_ms``.
 
     The single expiry rule (CIS-TTL-4): at ``now_ms == expires_at_ms`` the value has
-    lapsed and reads as absent. Times are integer milliseconds.
+    lapsed and reads as absent. Times are integer milliseconds; a ``now_ms`` that is
+    not an int in ``[0, 2**53 - 1]`` raises ``ValueError`` (as in :func:`live` and
+    :func:`remaining_ms`).
     """
-    return value is not None and now_ms < value.expires_at_ms
+    return value is not None and check_now(now_ms) < value.expires_at_ms
 
 
 def lapsed(value: _Expiring, now_ms: int) -> bool:
@@ -87,7 +89,7 @@ def lapsed(value: _Expiring, now_ms: int) -> bool:
 
 def live(value: _T | None, now_ms: int) -> _T | None:
     """``value`` if it is live at ``now_ms`` (see :func:`is_live`), else ``None``."""
-    return value if value is not None and now_ms < value.expires_at_ms else None
+    return value if value is not None and check_now(now_ms) < value.expires_at_ms else None
 
 
 def remaining_ms(value: _Expiring | None, now_ms: int) -> int | None:
@@ -96,7 +98,7 @@ def remaining_ms(value: _Expiring | None, now_ms: int) -> int | None:
     ``None`` when it is absent or no longer live (see :func:`is_live`); otherwise at
     least 1 (CIS-TTL-4, CIS-TTL-5).
     """
-    if value is None or now_ms >= value.expires_at_ms:
+    if value is None or check_now(now_ms) >= value.expires_at_ms:
         return None
     return value.expires_at_ms - now_ms
 
@@ -175,9 +177,13 @@ def is_own_create(record: CanonicalRecord, request: AdmissionRequest, not_before
     ``not_before_ms`` (integer ms on the store's clock: a reading the caller took
     before it sent its first attempt, so an earlier call that reused the token is
     not mistaken for this one). The creation time itself is the store's (CIS-STORE-10).
+    An empty token identifies no invocation (CIS-PRE-8): never an own create. Raises
+    ``ValueError`` when ``not_before_ms`` is not an int in ``[0, 2**53 - 1]``.
     """
+    check_now(not_before_ms)
     return (
-        record.created_at_ms >= not_before_ms
+        request.invocation_token != ""
+        and record.created_at_ms >= not_before_ms
         and record.status is InvocationStatus.PROJECTING
         and record.raw_response is None
         and record.invocation_token == request.invocation_token
@@ -205,7 +211,9 @@ def sweep_candidates(
     A sweep offers each of them a ``SweptStale`` event; the table then decides by age
     (``now_ms - created_at_ms >= older_than_ms`` moves it to ERROR/STALE_PROJECTION,
     else NOT_STALE). Order is kept; ``None`` entries (absent records) are skipped.
+    Raises ``ValueError`` when ``now_ms`` is not an int in ``[0, 2**53 - 1]``.
     """
+    check_now(now_ms)
     return tuple(
         record
         for record in records
@@ -244,16 +252,18 @@ def failure_view(code: ErrorCode, tool_call_id: object) -> AgentView:
 
 
 def agent_view(record: CanonicalRecord) -> AgentView:
-    """The view of a terminal record (CIS-BND-4).
+    """The view of a record (CIS-BND-4).
 
-    READY with evidence FOUND or NO_EVIDENCE: the bounded result. Anything else (ERROR,
-    or a record no transition produces) is a failure with the record's code, or
-    INVALID_TRANSITION when it carries none. The raw response is never part of it.
+    A record that is not well formed (:func:`~._state.is_well_formed`, CIS-LIFE-5) is
+    never shown: STORE_UNAVAILABLE, as a store answers a read of it (CIS-STORE-6).
+    READY: the bounded result (evidence FOUND or NO_EVIDENCE, content, scope).
+    PROJECTING (admitted, not finished): CALL_IN_PROGRESS, its fate not known yet
+    (CIS-ID-5). ERROR: its code and fixed message. The raw response is never part of
+    it; the id only when it is a safe id.
     """
-    if record.status is InvocationStatus.READY and record.evidence_status in (
-        EvidenceStatus.EVIDENCE_FOUND,
-        EvidenceStatus.NO_EVIDENCE,
-    ):
+    if not is_well_formed(record):
+        return failure_view(ErrorCode.STORE_UNAVAILABLE, record.tool_call_id)
+    if record.status is InvocationStatus.READY:
         return AgentView(
             ok=True,
             tool_call_id=record.tool_call_id,
@@ -262,5 +272,7 @@ def agent_view(record: CanonicalRecord) -> AgentView:
             scope=record.scope,
             negative=record.evidence_status is EvidenceStatus.NO_EVIDENCE,
         )
-    code = record.error_code if isinstance(record.error_code, ErrorCode) else ErrorCode.INVALID_TRANSITION
-    return failure_view(code, record.tool_call_id)
+    if record.status is InvocationStatus.PROJECTING:
+        return failure_view(ErrorCode.CALL_IN_PROGRESS, record.tool_call_id)
+    assert record.error_code is not None  # a well-formed ERROR record carries its code
+    return failure_view(record.error_code, record.tool_call_id)

@@ -9,6 +9,7 @@ since the Unix epoch, supplied by the caller; sizes are UTF-8 bytes.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 from attrs import field, frozen
 
@@ -16,6 +17,7 @@ from ._codes import ErrorCode
 from ._ids import is_safe_id
 
 __all__ = [
+    "MAX_SAFE_INT",
     "CanonicalRecord",
     "EvidenceStatus",
     "InvocationStatus",
@@ -26,7 +28,38 @@ __all__ = [
     "RunStatus",
     "ToolCallEnvelope",
     "ToolPolicy",
+    "check_int",
+    "check_now",
+    "is_safe_int",
 ]
+
+#: Largest number a run or record carries: times and budgets must survive a trip
+#: through Lua (doubles) and JSON (I-JSON, binary64 readers) unchanged (CIS-STORE-8).
+MAX_SAFE_INT: Final = 2**53 - 1
+
+
+def is_safe_int(value: object, minimum: int) -> bool:
+    """True if ``value`` is an int (not a bool) in ``[minimum, 2**53 - 1]`` (see :func:`check_int`)."""
+    return type(value) is int and minimum <= value <= MAX_SAFE_INT
+
+
+def check_int(name: str, value: object, minimum: int = 0) -> int:
+    """``value`` if it is an int (not a bool) in ``[minimum, 2**53 - 1]``; else raise ``ValueError``.
+
+    The one domain of every time (integer ms), duration, budget, counter and limit the
+    kernel is given (CIS-KERN-2): a binary64 reader holds each exactly, and a value
+    outside it is the caller's error, refused before any decision.
+    """
+    if type(value) is not int or not minimum <= value <= MAX_SAFE_INT:
+        raise ValueError(f"{name} must be an int in [{minimum}, 2**53 - 1]")
+    return value
+
+
+def check_now(now_ms: object) -> int:
+    """``now_ms`` if it is a time the kernel can decide at (:func:`check_int` from 0)."""
+    if type(now_ms) is not int or not 0 <= now_ms <= MAX_SAFE_INT:
+        raise ValueError("now_ms must be an int in [0, 2**53 - 1]")
+    return now_ms
 
 
 class InvocationStatus(enum.StrEnum):
@@ -63,8 +96,7 @@ class RunStatus(enum.StrEnum):
 
 
 def _positive(_inst: object, attribute: object, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{getattr(attribute, 'name', '?')} must be a positive int")
+    check_int(getattr(attribute, "name", "?"), value, 1)
 
 
 @frozen(kw_only=True)
@@ -73,7 +105,7 @@ class Limits:
 
     Defaults: request 256 KiB, raw response 4 MiB, agent result 16 KiB, whole
     record 5 MiB, JSON nesting depth 64, progress facts 100 and 64 KiB in total.
-    Raises ``ValueError`` for a non-positive limit.
+    Raises ``ValueError`` for a limit that is not an int in ``[1, 2**53 - 1]``.
 
     This class is the one definition of the limits: every JSON form of them (the
     codec's, a trace header's ``TraceLimits``, a history header's, the vectors') is

@@ -28,7 +28,7 @@ from ._admission import AdmissionRequest, admit
 from ._codes import ErrorCode
 from ._ids import check_tool_call_id
 from ._ijson import parse_arguments
-from ._models import CanonicalRecord, Limits, RunContext, RunState, ToolCallEnvelope, ToolPolicy
+from ._models import CanonicalRecord, Limits, RunContext, RunState, ToolCallEnvelope, ToolPolicy, check_now
 from ._sizes import text_exceeds, utf8_len
 
 __all__ = ["PREFLIGHT_ORDER", "check_envelope", "parse_envelope", "preflight"]
@@ -122,8 +122,10 @@ def preflight(
     """Run the whole preflight order on a snapshot; ``None`` if the call is admitted.
 
     ``run`` and ``existing`` are the run state and the record under the envelope's
-    key as a store would see them at ``now_ms``. Never raises on any envelope.
+    key as a store would see them at ``now_ms``. Never raises on any envelope;
+    raises ``ValueError`` when ``now_ms`` is not an int in ``[0, 2**53 - 1]``.
     """
+    check_now(now_ms)  # a caller error is refused before any check (CIS-KERN-2)
     code = check_envelope(context, envelope, policy, limits)
     if code is not None:
         return code

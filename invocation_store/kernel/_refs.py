@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from ._ids import is_safe_id
-from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, Limits
+from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, Limits, check_now
 from ._sizes import utf8_len
 from ._views import FactSource
 
@@ -133,8 +133,12 @@ def cite(run_id: str, tool_call_id: str, record: CanonicalRecord | None, now_ms:
     """Classify ``record`` for citation by run ``run_id`` at ``now_ms`` (CIS-REF-1..3).
 
     ``Citation.tool_call_id`` echoes the id only when it is a safe id; an unsafe one
-    is cited as ``None`` with reason UNSAFE_ID (CIS-ERR-1).
+    is cited as ``None`` with reason UNSAFE_ID (CIS-ERR-1). ``run_id`` is only compared
+    with the record's: an unsafe one matches no record (MISSING or OTHER_RUN), and the
+    safe tool_call_id is still echoed. Raises ``ValueError`` when ``now_ms`` is not an
+    int in ``[0, 2**53 - 1]``.
     """
+    check_now(now_ms)
     reason = classify(run_id, tool_call_id, record, now_ms)
     if reason is not None or record is None:
         return Citation(
@@ -161,12 +165,16 @@ def project_progress(
 ) -> ProgressReport:
     """Turn the tracker's ordered identities into bounded observed facts (CIS-PROG-2..4).
 
-    ``identities`` are tool_call_ids in completion order (duplicates keep the first);
-    ``records`` maps each to what the store read (``None`` if absent): records, or
-    just their progress fields (:class:`ProgressView`, CIS-PERF-3). Keeps only
-    READY records of ``run_id`` (CIS-PROG-3), at most ``limits.max_facts`` facts and
-    ``limits.max_fact_bytes`` UTF-8 bytes of content + scope (CIS-PROG-4).
+    ``identities`` are tool_call_ids in completion order: an id listed twice is judged
+    once, at its first position (one fact or one exclusion); an identity that is not
+    a text is counted UNSAFE_ID each time it occurs. ``records`` maps each to what the
+    store read (``None`` if absent): records, or just their progress fields
+    (:class:`ProgressView`, CIS-PERF-3). Keeps only READY records of ``run_id``
+    (CIS-PROG-3), at most ``limits.max_facts`` facts and ``limits.max_fact_bytes``
+    UTF-8 bytes of content + scope (CIS-PROG-4). Raises ``ValueError`` when
+    ``now_ms`` is not an int in ``[0, 2**53 - 1]``.
     """
+    check_now(now_ms)
     facts: list[ObservedFact] = []
     excluded: dict[ExclusionReason, int] = {}
     omitted = 0
@@ -174,6 +182,9 @@ def project_progress(
     full = False
     seen: set[str] = set()
     for tool_call_id in identities:
+        if type(tool_call_id) is not str:  # no id at all: never a key to look up
+            excluded[ExclusionReason.UNSAFE_ID] = excluded.get(ExclusionReason.UNSAFE_ID, 0) + 1
+            continue
         if tool_call_id in seen:
             continue
         seen.add(tool_call_id)

@@ -18,8 +18,7 @@ from attrs import evolve
 
 from ._codes import ErrorCode
 from ._ids import is_safe_id
-from ._models import RunState, RunStatus
-from ._state import MAX_SAFE_INT
+from ._models import MAX_SAFE_INT, RunState, RunStatus, check_now
 
 __all__ = ["RUN_TRANSITIONS", "RunOp", "cancel_run", "check_run_parameters", "close_run", "open_run"]
 
@@ -89,16 +88,16 @@ def open_run(
     unchanged, whenever the retry comes (a retried open is itself, CIS-RETRY-3); a
     live run with other parameters, or cancelled or closed, gives
     INVALID_TRANSITION (a cancelled run is never handed out again, CIS-RUN-3).
-    Returns RUN_MISMATCH for an unsafe run id; raises ``ValueError`` for a value
-    outside ``[0, 2**53 - 1]`` (TTL at least 1, deadline + TTL within the bound).
+    Raises ``ValueError`` for a value outside ``[0, 2**53 - 1]`` (TTL at least 1,
+    deadline + TTL within the bound), before anything else is judged; then returns
+    RUN_MISMATCH for an unsafe run id.
     """
-    if not is_safe_id(run_id):
-        return ErrorCode.RUN_MISMATCH
-    if isinstance(now_ms, bool) or not isinstance(now_ms, int) or not 0 <= now_ms <= MAX_SAFE_INT:
-        raise ValueError("now_ms must be an int in [0, 2**53 - 1]")
+    check_now(now_ms)  # caller errors first, before the run id is judged (CIS-KERN-2)
     check_run_parameters(
         deadline_ms=deadline_ms, ttl_ms=ttl_ms, tool_call_budget=tool_call_budget, byte_budget=byte_budget
     )
+    if not is_safe_id(run_id):
+        return ErrorCode.RUN_MISMATCH
     fresh = RunState(
         run_id=run_id,
         status=RunStatus.ACTIVE,
@@ -123,6 +122,7 @@ def open_run(
 
 
 def _end_run(run: RunState | None, operation: RunOp, now_ms: int) -> RunState | ErrorCode:
+    check_now(now_ms)
     if run is None or now_ms >= run.expires_at_ms:
         return ErrorCode.RUN_INACTIVE
     target = RUN_TRANSITIONS.get((run.status, operation))
@@ -134,7 +134,8 @@ def _end_run(run: RunState | None, operation: RunOp, now_ms: int) -> RunState | 
 def cancel_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
     """ACTIVE -> CANCELLED (CIS-RUN-2); a cancelled run stays so (a retry, CIS-RETRY-3).
 
-    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a closed run.
+    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a closed run. Raises
+    ``ValueError`` when ``now_ms`` is not an int in ``[0, 2**53 - 1]``.
     """
     return _end_run(run, RunOp.CANCEL, now_ms)
 
@@ -142,6 +143,7 @@ def cancel_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
 def close_run(run: RunState | None, now_ms: int) -> RunState | ErrorCode:
     """ACTIVE -> CLOSED (CIS-RUN-2); a closed run stays so (a retry, CIS-RETRY-3).
 
-    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a cancelled run.
+    RUN_INACTIVE if absent or expired; INVALID_TRANSITION for a cancelled run. Raises
+    ``ValueError`` when ``now_ms`` is not an int in ``[0, 2**53 - 1]``.
     """
     return _end_run(run, RunOp.CLOSE, now_ms)

@@ -36,11 +36,15 @@ from attrs import frozen
 from ._codes import ErrorCode
 from ._ids import check_tool_call_id, is_blank, is_safe_id
 from ._models import (
+    MAX_SAFE_INT,
     CanonicalRecord,
     EvidenceStatus,
     InvocationStatus,
     Limits,
     Projection,
+    check_int,
+    check_now,
+    is_safe_int,
 )
 from ._sizes import record_bytes, utf8_len
 
@@ -60,6 +64,7 @@ __all__ = [
     "SweptStale",
     "TransitionResult",
     "check_completion",
+    "check_event",
     "decide_complete",
     "is_well_formed",
     "phase_of",
@@ -150,10 +155,6 @@ FAILURE_CODES: Final[frozenset[ErrorCode]] = frozenset(
     }
 )
 
-#: Largest number a run or record carries: times and budgets must survive a trip
-#: through Lua (doubles) and JSON (I-JSON) unchanged (CIS-STORE-8).
-MAX_SAFE_INT: Final = 2**53 - 1
-
 _EVENT_TYPES: Final = (Begin, RawReceived, ProjectionReceived, Failed, SweptStale)
 _VALID_EVIDENCE: Final = frozenset({EvidenceStatus.EVIDENCE_FOUND, EvidenceStatus.NO_EVIDENCE})
 
@@ -163,10 +164,13 @@ def is_well_formed(record: CanonicalRecord) -> bool:
 
     PROJECTING has no evidence, code, result or scope (CIS-LIFE-5); READY has
     evidence FOUND or NO_EVIDENCE, a result and a scope and no code; ERROR has
-    evidence ERROR and a code and no result or scope (CIS-EVID-1); ids are safe
-    and the sequence positive. Stores decoding what they read (a tampered or
-    corrupted record) answer STORE_UNAVAILABLE when this is False (CIS-STORE-6).
-    The raw response is not judged: reads may omit it.
+    evidence ERROR and a code and no result or scope (CIS-EVID-1); ids are safe;
+    the sequence is an int in ``[1, 2**53 - 1]``, the three times ints in
+    ``[0, 2**53 - 1]``, and ``expires_at_ms > created_at_ms``. Stores decoding what
+    they read (a tampered or corrupted record) answer STORE_UNAVAILABLE when this is
+    False (CIS-STORE-6). Nothing else is judged: not the raw response (reads may
+    omit it), the token, the tool name, the request text, nor the order of
+    ``updated_at_ms`` and ``created_at_ms``.
     """
     status = record.status
     if status is InvocationStatus.PROJECTING:
@@ -196,7 +200,10 @@ def is_well_formed(record: CanonicalRecord) -> bool:
         outcome_ok
         and is_safe_id(record.run_id)
         and check_tool_call_id(record.tool_call_id) is None
-        and record.sequence >= 1
+        and is_safe_int(record.sequence, 1)
+        and is_safe_int(record.created_at_ms, 0)
+        and is_safe_int(record.updated_at_ms, 0)
+        and is_safe_int(record.expires_at_ms, 0)
         and record.expires_at_ms > record.created_at_ms
     )
 
@@ -261,7 +268,35 @@ def _error(record: CanonicalRecord, code: ErrorCode, now_ms: int, *, keep_raw: b
     )
 
 
+def check_event(event: Event) -> None:
+    """Raise for an event whose fields are outside their domain: a caller error (CIS-KERN-2).
+
+    Every event: ``now_ms`` an int in ``[0, 2**53 - 1]``. Begin: ``ttl_ms`` and
+    ``sequence`` ints in ``[1, 2**53 - 1]`` with ``now_ms + ttl_ms`` (the expiry) at
+    most ``2**53 - 1``, and ``tool_name``, ``request_json`` and ``invocation_token``
+    texts (an empty token is a text: it identifies no invocation, CIS-PRE-8).
+    SweptStale: ``older_than_ms`` an int in ``[0, 2**53 - 1]``. Failed: a code of
+    :data:`FAILURE_CODES`. Raises ``ValueError`` for a number or code out of range and
+    ``TypeError`` for a field of the wrong type. :func:`transition` runs it before the
+    table, so a caller error is refused whatever the record's phase.
+    """
+    now = check_now(event.now_ms)
+    if isinstance(event, Begin):
+        for name in ("tool_name", "request_json", "invocation_token"):
+            if type(getattr(event, name)) is not str:
+                raise TypeError(f"Begin.{name} must be a str")
+        ttl = check_int("Begin.ttl_ms", event.ttl_ms, 1)
+        check_int("Begin.sequence", event.sequence, 1)
+        if now + ttl > MAX_SAFE_INT:
+            raise ValueError("Begin.now_ms + ttl_ms (the expiry) must be at most 2**53 - 1")
+    elif isinstance(event, SweptStale):
+        check_int("SweptStale.older_than_ms", event.older_than_ms)
+    elif isinstance(event, Failed) and event.code not in FAILURE_CODES:
+        raise ValueError(f"{event.code} is not a failure code")
+
+
 def _begin(event: Begin, limits: Limits) -> TransitionResult:
+    check_event(event)
     return _created(
         run_id=event.run_id,
         tool_call_id=event.tool_call_id,
@@ -289,9 +324,11 @@ def _created(
     request_bytes: int | None = None,
 ) -> TransitionResult:
     """The table's (ABSENT, Begin) row, from the event's fields (admission calls it without an event,
-    carrying the request's size it measured: ``request_bytes``, UTF-8 bytes)."""
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
-        raise ValueError("Begin.ttl_ms must be a positive int")
+    carrying the request's size it measured: ``request_bytes``, UTF-8 bytes).
+
+    The fields are in their domain: :func:`check_event` judged a Begin's, and
+    admission's come from a checked request and the run state (CIS-KERN-2).
+    """
     id_code = check_tool_call_id(tool_call_id)
     if id_code is not None:
         return id_code  # CIS-ID-6: no fallback id ever reaches a record
@@ -497,13 +534,14 @@ def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> 
     READY, or ERROR with PROJECTION_INVALID / RESULT_TOO_LARGE (raw kept); Failed
     -> ERROR with its code; SweptStale -> ERROR/STALE_PROJECTION or NOT_STALE.
 
-    Raises ``TypeError`` if ``event`` is not a kernel event and ``ValueError`` if a
-    Failed event carries a code outside :data:`FAILURE_CODES` (programming errors).
+    Raises ``TypeError`` if ``event`` is not a kernel event, and ``ValueError`` or
+    ``TypeError`` for a field outside its domain (:func:`check_event`: a time outside
+    ``[0, 2**53 - 1]``, a Failed code outside :data:`FAILURE_CODES`, ...), before the
+    table is consulted: a caller error is refused whatever the record's phase.
     """
     if not isinstance(event, _EVENT_TYPES):
         raise TypeError(f"not a kernel event: {type(event).__name__}")
-    if isinstance(event, Failed) and event.code not in FAILURE_CODES:
-        raise ValueError(f"{event.code} is not a failure code")
+    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)
     row = TABLE.get((phase_of(record, event.now_ms), type(event)))
     if row is None:
         return ErrorCode.INVALID_TRANSITION
@@ -561,9 +599,14 @@ def decide_complete(
     comparison uses only fields a Redis script can compare cheaply, so every
     adapter decides alike. Raises ``ValueError`` if ``after`` changes a field the
     kernel never changes (identity, token, request, sequence, times of creation
-    and expiry): that is a programming error, not a domain outcome.
+    and expiry), or if ``now_ms`` is not an int in ``[0, 2**53 - 1]``: that is a
+    programming error, not a domain outcome. Only the status, error code,
+    ``updated_at_ms``, token and identity fields are compared: a stored record that
+    differs from ``after`` in its raw response, result, scope or evidence status is
+    still a REPLAY.
     """
     check_completion(before, after)
+    check_now(now_ms)
     if phase_of(stored, now_ms) is Phase.ABSENT or stored is None:
         return ErrorCode.INVALID_TRANSITION
     if stored.invocation_token != before.invocation_token or (

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple, Protocol
 
 from ._ids import check_tool_call_id, is_safe_id
-from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus
+from ._models import CanonicalRecord, EvidenceStatus, InvocationStatus, is_safe_int
 
 __all__ = ["PROGRESS_FIELDS", "FactSource", "ProgressView", "is_well_formed_outcome", "is_well_formed_view"]
 
@@ -111,7 +111,8 @@ def is_well_formed_outcome(view: FactSource) -> bool:
 
     PROJECTING has no evidence, result or scope; READY has evidence FOUND or
     NO_EVIDENCE, a result and a scope; ERROR has evidence ERROR and no result or
-    scope; the sequence is positive. For a store that already compared the ids read
+    scope; the sequence and the expiry are ints in ``[1, 2**53 - 1]`` (an expiry
+    follows a creation time of 0 or later). For a store that already compared the ids read
     with the safe ids it asked for (CIS-STORE-6).
     """
     status = view.status
@@ -129,4 +130,5 @@ def is_well_formed_outcome(view: FactSource) -> bool:
         outcome_ok = view.evidence_status is None and view.agent_result is None and view.scope is None
     else:
         return False
-    return outcome_ok and view.sequence >= 1
+    # A record's expiry follows its creation (at 0 or later), so it is at least 1.
+    return outcome_ok and is_safe_int(view.sequence, 1) and is_safe_int(view.expires_at_ms, 1)

@@ -427,7 +427,10 @@ class CallLines(RecordChecks):
                 requirement = call.end_requirement
                 message = "the agent-facing outcome differs from the kernel's"
                 return _because(_mismatch(where, expected[name], value, requirement, message), call.explain)
-            if name == "tool_call_id":
+            if name == "tool_call_id" and expected[name] is None:
+                # An id that is not a safe id shown to the agent: the echo rule (CIS-ERR-1).
+                requirement, message = "CIS-ERR-1", "an id that is not a safe id is never echoed: null"
+            elif name == "tool_call_id":
                 requirement, message = (
                     "CIS-ID-4",
                     "the echoed tool_call_id differs (only a safe id is echoed)",

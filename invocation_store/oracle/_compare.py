@@ -67,6 +67,36 @@ _RECORD_GETTERS: Final[dict[str, Callable[[CanonicalRecord], Any]]] = {
 _PROJECTING_FREE: Final = frozenset({"raw_bytes", "updated_at_ms"})
 #: Fields every transition must keep (CIS-LIFE-6).
 _IDENTITY: Final = frozenset({"tool_name", "sequence", "request_bytes", "created_at_ms"})
+#: The text each reported size measures.
+_SIZE_TEXTS: Final[dict[str, Callable[[CanonicalRecord], str | None]]] = {
+    "request_bytes": lambda r: r.request_json,
+    "raw_bytes": lambda r: r.raw_response,
+}
+
+
+def size_misreading(text: str | None, reported: object) -> str | None:
+    """Why ``reported`` is not ``size(text)`` when it is another count of ``text``, else None (CIS-SIZE-1).
+
+    Sizes are UTF-8 bytes, a lone surrogate counting 3. A reported size equal to the
+    text's length in UTF-16 code units (JavaScript ``length``, Java ``String.length()``),
+    in code points, or in the bytes of an encoder that writes one replacement byte per
+    lone surrogate (Java ``getBytes(UTF_8)``) names that count beside the UTF-8 one.
+    """
+    if text is None or not isinstance(reported, int) or isinstance(reported, bool):
+        return None
+    size = _size(text)
+    readings = (
+        (len(text.encode("utf-16-le", "surrogatepass")) // 2, "UTF-16 code units"),
+        (len(text), "code points (characters)"),
+        (len(text.encode("utf-8", "replace")), "bytes with one replacement byte per lone surrogate"),
+    )
+    for count, unit in readings:
+        if count == reported != size:
+            return (
+                f"sizes are UTF-8 bytes: size = {size} UTF-8 bytes, but the implementation reported "
+                f"{reported}, the text's length in {unit}"
+            )
+    return None
 
 
 class RecordChecks(OracleState):
@@ -138,6 +168,10 @@ class RecordChecks(OracleState):
             expected = _RECORD_GETTERS[name](record)
             if value == expected:
                 continue
+            if name in _SIZE_TEXTS:
+                misread = size_misreading(_SIZE_TEXTS[name](record), value)
+                if misread is not None:
+                    return _mismatch(f"observed.record.{name}", expected, value, "CIS-SIZE-1", misread)
             where = f"observed.record.{name}"
             if name in ("agent_result", "scope") and _contains_raw(value, raw):
                 return _mismatch(

@@ -27,9 +27,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TextIO
 
+from attrs import evolve
+
 from .. import codec
 from ..adapters import ForwardingStore, InvocationStore
-from ..boundary import BoundaryResult, ToolBoundary, ToolRegistry, ToolSpec
+from ..boundary import BoundaryResult, ToolBoundary, ToolRegistry
 from ..kernel import (
     Admission,
     AdmissionRequest,
@@ -275,14 +277,12 @@ class RecordingBoundary:
         for name in registry.names():
             tool = registry.get(name)
             assert tool is not None
+            # evolve, not a field-by-field copy: every field the spec has (now or later) is kept.
             tools.append(
-                ToolSpec(
-                    name=tool.name,
+                evolve(
+                    tool,
                     executor=_wrap_executor(tool.executor),
                     projector=_wrap_projector(tool.projector, self),
-                    authorized=tool.authorized,
-                    read_only=tool.read_only,
-                    timeout_ms=tool.timeout_ms,
                 )
             )
         self.registry = ToolRegistry(tools)

@@ -2,14 +2,16 @@
 
 Theory of operation
 -------------------
-:mod:`._vectors` and :mod:`._vectors_rules` pin the lifecycle table and the numbers
-of each rule. This module pins the kernel's *effects* and *visibility* rules
+The lifecycle and rule vectors pin the table and the numbers of each rule. This
+module pins the kernel's *effects* and *visibility* rules
 (:mod:`invocation_store.kernel._effects`, ``_views``, ``_lifetime``), the answers a
-store, a boundary or a reader of another implementation must give alike:
+store, a boundary or a reader of another implementation must give alike, as case
+tables:
 
-- ``completion`` (``effects.json``): every effect of one completion: the record
-  written, the run's new usage (or none), the bytes charged, and whether the id
-  joins the completed-call list (CIS-STORE-3, CIS-RUN-6, CIS-PROG-2);
+- ``completion`` (``effects.json``, :data:`COMPLETION_CASES`): every effect of one
+  completion: the record written, the run's new usage (or none), the bytes charged,
+  and whether the id joins the completed-call list (CIS-STORE-3, CIS-RUN-6,
+  CIS-PROG-2);
 - ``liveness``: ``now < expires_at_ms`` at ``expires_at - 1`` and ``expires_at``,
   and the remaining time ``expires_at_ms - now`` (CIS-TTL-4);
 - ``lifetime``: whether a stored key's reported remaining lifetime is intact
@@ -17,337 +19,317 @@ store, a boundary or a reader of another implementation must give alike:
 - ``own_create``: whether a same-token replay is the caller's own retried create
   (CIS-RETRY-2);
 - ``sweep``: which records a stale sweep offers the SweptStale event (CIS-LIFE-7);
-- ``agent_view`` / ``failure_view``: what the agent sees of a record or a refusal
-  (CIS-BND-4, CIS-ERR-1);
+- ``agent_view`` / ``failure_view`` (``views.json``): what the agent sees of a record
+  or a refusal (CIS-BND-4, CIS-ERR-1);
 - ``well_formed_view``: whether a progress read's view is well formed (CIS-PERF-3,
   CIS-STORE-6).
 
-Every expected outcome is computed by the kernel; the recipes only choose inputs,
-on both sides of every boundary.
+Every expected outcome is computed by the kernel; the rows only choose inputs, on
+both sides of every boundary.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from attrs import evolve, frozen
+from attrs import evolve
 
 from ..kernel import (
-    AdmissionRequest,
-    AgentView,
+    MAX_SAFE_INT,
     CanonicalRecord,
     ErrorCode,
     EvidenceStatus,
     Failed,
-    InvocationStatus,
     ProgressView,
     RawReceived,
     RunState,
-    agent_view,
-    decide_completion,
-    failure_view,
-    is_live,
-    is_own_create,
-    is_well_formed_view,
-    lifetime_is_intact,
-    live,
-    remaining_ms,
-    sweep_candidates,
-    without_raw,
+    RunStatus,
 )
-from ._vectors import (
-    _CALL,
-    _NOW,
-    _RUN,
-    _document,
-    _run,
-    record_from_json,
+from ._vectors_fixtures import (
+    CALL,
+    NOW,
+    RUN,
+    awaiting_raw,
+    document,
+    done_record,
+    error_record,
+    projection_event,
     record_json,
-    run_from_json,
     run_json,
-    run_vector,
+    run_state,
+    step,
 )
-from ._vectors_rules import _awaiting_raw, _done, _projection, _step, _well_formed_cases
+from ._vectors_outcomes import vector
+from ._vectors_rules import WELL_FORMED_CASES
 
-__all__ = ["EFFECT_RUNNERS", "effect_documents"]
-
-
-# ---------------------------------------------------------------------------
-# Outcomes (what a vector expects, computed by the kernel)
+__all__ = ["effect_documents"]
 
 
-def completion_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """Every effect of a ``completion`` vector, or its code (CIS-STORE-3, CIS-RUN-6, CIS-PROG-2)."""
-    before = record_from_json(vector["before"])
-    after = record_from_json(vector["after"])
-    assert before is not None
-    assert after is not None
-    effect = decide_completion(
-        record_from_json(vector["stored"]), before, after, run_from_json(vector["run"]), vector["now_ms"]
-    )
-    if isinstance(effect, ErrorCode):
-        return {"code": effect.value}
-    return {
-        "action": effect.action.value,
-        "record": record_json(effect.record),
-        "run": run_json(effect.run),
-        "charge_bytes": effect.charge_bytes,
-        "append_done": effect.append_done,
-    }
-
-
-@frozen
-class _Expiring:
-    expires_at_ms: int
-
-
-def liveness_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """``{"live": now < expires_at_ms, "remaining_ms": expires_at_ms - now or null}`` (CIS-TTL-4).
-
-    The kernel spells the one expiry rule three ways (``is_live``, ``live``,
-    ``remaining_ms``); all three are asked, and a disagreement is a kernel fault.
-    """
-    value = vector["value"]
-    subject = None if value is None else _Expiring(value["expires_at_ms"])
-    now = vector["now_ms"]
-    answer = is_live(subject, now)
-    if (live(subject, now) is not None) != answer:
-        raise AssertionError("live() and is_live() disagree")
-    return {"live": answer, "remaining_ms": remaining_ms(subject, now)}
-
-
-def lifetime_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """Whether a stored key's remaining lifetime (``null``: no expiry) is intact (CIS-DUR-7)."""
-    return {"intact": lifetime_is_intact(vector["remaining_ms"])}
-
-
-def own_create_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """Whether ``record`` is exactly the PROJECTING record ``request`` creates (CIS-RETRY-2)."""
-    record = record_from_json(vector["record"])
-    assert record is not None
-    return {
-        "own_create": is_own_create(record, AdmissionRequest(**vector["request"]), vector["not_before_ms"])
-    }
-
-
-def sweep_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """The positions in ``records`` of the records a sweep offers SweptStale (CIS-LIFE-7)."""
-    records = [record_from_json(record) for record in vector["records"]]
-    chosen = {id(record) for record in sweep_candidates(records, vector["run_id"], vector["now_ms"])}
-    return {"candidates": [index for index, record in enumerate(records) if id(record) in chosen]}
-
-
-def _view_json(view: AgentView) -> dict[str, Any]:
-    return {
-        "ok": view.ok,
-        "tool_call_id": view.tool_call_id,
-        "code": None if view.code is None else view.code.value,
-        "message": view.message,
-        "evidence_status": None if view.evidence_status is None else view.evidence_status.value,
-        "content": view.content,
-        "scope": view.scope,
-        "negative": view.negative,
-    }
-
-
-def agent_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """The agent's view of a terminal record (CIS-BND-4)."""
-    record = record_from_json(vector["record"])
-    assert record is not None
-    return {"view": _view_json(agent_view(record))}
-
-
-def failure_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """The agent's view of a refusal: the code, its message, the id only if safe (CIS-ERR-1)."""
-    return {"view": _view_json(failure_view(ErrorCode(vector["code"]), vector["tool_call_id"]))}
-
-
-def _progress_view_from_json(obj: dict[str, Any]) -> ProgressView:
-    evidence = obj["evidence_status"]
-    return ProgressView(
-        run_id=obj["run_id"],
-        tool_call_id=obj["tool_call_id"],
-        tool_name=obj["tool_name"],
-        sequence=obj["sequence"],
-        status=InvocationStatus(obj["status"]),
-        evidence_status=None if evidence is None else EvidenceStatus(evidence),
-        agent_result=obj["agent_result"],
-        scope=obj["scope"],
-        expires_at_ms=obj["expires_at_ms"],
-    )
-
-
-def read_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """The record a read returns, with or without the raw response (CIS-PROG-5, kernel ``without_raw``)."""
-    record = record_from_json(vector["record"])
-    assert record is not None
-    return {"record": record_json(record if vector["include_raw"] else without_raw(record))}
-
-
-def well_formed_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
-    """Whether a progress read's view of a record is well formed (CIS-PERF-3, CIS-STORE-6)."""
-    return {"well_formed": is_well_formed_view(_progress_view_from_json(vector["view"]))}
-
-
-#: Runners of the vector kinds this module adds (``run_vector`` dispatches to them).
-EFFECT_RUNNERS: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    "completion": completion_outcome,
-    "liveness": liveness_outcome,
-    "lifetime": lifetime_outcome,
-    "own_create": own_create_outcome,
-    "sweep": sweep_outcome,
-    "agent_view": agent_view_outcome,
-    "failure_view": failure_view_outcome,
-    "well_formed_view": well_formed_view_outcome,
-    "read_view": read_view_outcome,
-}
-
-
-def _read_view_vectors() -> list[dict[str, Any]]:
-    holding = _step(_awaiting_raw(), RawReceived(raw_response="RAW 1", now_ms=_NOW + 1))
-    cases = [
-        ("with-raw", "raw asked for: the record as stored", holding, True),
-        ("without-raw", "raw left out: raw_response is null, every other field as stored", holding, False),
-        ("none-stored", "no raw response stored: the record as stored either way", _awaiting_raw(), False),
-    ]
-    return [
-        _vector(
-            "read_view",
-            label,
-            ["CIS-PROG-5", "CIS-REC-3"],
-            description,
-            record=record_json(record),
-            include_raw=include_raw,
-        )
-        for label, description, record, include_raw in cases
-    ]
-
-
-# ---------------------------------------------------------------------------
-# Documents
-
-
-def _vector(
+def _effect(
     kind: str, label: str, requirements: list[str], description: str, **inputs: Any
 ) -> dict[str, Any]:
-    vector: dict[str, Any] = {
-        "id": f"{kind.replace('_', '-')}/{label}",
-        "kind": kind,
-        "requirements": requirements,
-        "description": description,
-        **inputs,
-    }
-    vector["expect"] = run_vector(vector)
-    return vector
+    return vector(kind, f"{kind.replace('_', '-')}/{label}", requirements, description, **inputs)
+
+
+# ---------------------------------------------------------------------------
+# completion
+
+
+def _with_raw() -> CanonicalRecord:
+    return step(awaiting_raw(), RawReceived(raw_response="RAW", now_ms=NOW + 5))
+
+
+def _ready() -> CanonicalRecord:
+    return step(_with_raw(), projection_event("EVIDENCE_FOUND", "found", "web", NOW + 6))
+
+
+def _failed() -> CanonicalRecord:
+    return step(_with_raw(), Failed(code=ErrorCode.PROJECTION_FAILED, now_ms=NOW + 6))
+
+
+def _run() -> RunState:
+    return run_state(tool_calls_used=1, bytes_used=9)
+
+
+_LATE: Final = NOW + 600_000 + 60_000 + 10  # a record expiry past the fixture run's
+
+
+class CompletionCase(NamedTuple):
+    """One completion: ``start`` -> ``after`` against ``stored`` and ``run`` at ``now``."""
+
+    label: str
+    description: str
+    stored: Callable[[], CanonicalRecord | None]
+    after: Callable[[], CanonicalRecord]
+    run: Callable[[], RunState | None] = _run
+    now: int = NOW + 20
+    start: Callable[[], CanonicalRecord] = awaiting_raw
+
+
+#: Every effect of one completion, in file order.
+COMPLETION_CASES: Final[tuple[CompletionCase, ...]] = (
+    CompletionCase(
+        "ready",
+        "WRITE READY: charge raw 3 + content 5 + scope 3 = 11; the id joins the list",
+        awaiting_raw,
+        _ready,
+    ),
+    CompletionCase(
+        "error",
+        "WRITE ERROR keeping the raw: charge 3; a terminal record joins the list",
+        awaiting_raw,
+        _failed,
+    ),
+    CompletionCase(
+        "raw-dropped",
+        "WRITE ERROR/RESULT_TOO_LARGE with no raw: record_bytes unchanged, charge max(0, 0) = 0; joins",
+        awaiting_raw,
+        lambda: step(awaiting_raw(), RawReceived(raw_response="r" * 65, now_ms=NOW + 6)),
+    ),
+    CompletionCase(
+        "raw-received",
+        "WRITE the raw response (still PROJECTING): charge 3, not terminal, does not join the list",
+        awaiting_raw,
+        _with_raw,
+    ),
+    CompletionCase(
+        "smaller-after",
+        "an `after` smaller than `before`: the charge is max(0, negative) = 0, never a refund",
+        _with_raw,
+        lambda: evolve(_failed(), raw_response="RA"),
+        start=_with_raw,
+    ),
+    CompletionCase("replay", "REPLAY: the stored record, no run write, charge 0, no append", _ready, _ready),
+    CompletionCase(
+        "no-run",
+        "no run state: WRITE the record only: no run write, charge 0, no append (no list to join)",
+        awaiting_raw,
+        _ready,
+        run=lambda: None,
+    ),
+    CompletionCase(
+        "other-run",
+        "the run state read belongs to another run: no charge, no append",
+        awaiting_raw,
+        _ready,
+        run=lambda: evolve(_run(), run_id="run-2"),
+    ),
+    CompletionCase(
+        "run-last-ms",
+        "now = run.expires_at_ms - 1: the run is live, charged, the id joins",
+        lambda: evolve(awaiting_raw(), expires_at_ms=_LATE),
+        lambda: evolve(_ready(), expires_at_ms=_LATE),
+        now=_LATE - 11,
+        start=lambda: evolve(awaiting_raw(), expires_at_ms=_LATE),
+    ),
+    CompletionCase(
+        "run-expired",
+        "now = run.expires_at_ms: the run lapsed with its lists: WRITE, no charge, no append",
+        lambda: evolve(awaiting_raw(), expires_at_ms=_LATE),
+        lambda: evolve(_ready(), expires_at_ms=_LATE),
+        now=_LATE - 10,
+        start=lambda: evolve(awaiting_raw(), expires_at_ms=_LATE),
+    ),
+    CompletionCase("absent", "nothing stored: INVALID_TRANSITION", lambda: None, _ready),
+    CompletionCase(
+        "cancelled-run",
+        "a live CANCELLED run: WRITE, charged 11 and the id joins the list; the effects ask only that the "
+        "run state be live and of the record's run",
+        awaiting_raw,
+        _ready,
+        run=lambda: evolve(_run(), status=RunStatus.CANCELLED),
+    ),
+    CompletionCase(
+        "replay-other-content",
+        "the stored terminal record has `after`'s status, code and updated_at_ms but another agent result: "
+        "REPLAY of the stored record",
+        lambda: evolve(_ready(), agent_result="other"),
+        _ready,
+    ),
+)
 
 
 def _completion_vectors() -> list[dict[str, Any]]:
-    before = _awaiting_raw()
-    with_raw = _step(before, RawReceived(raw_response="RAW", now_ms=_NOW + 5))
-    ready = _step(with_raw, _projection("EVIDENCE_FOUND", "found", "web", _NOW + 6))
-    failed = _step(with_raw, Failed(code=ErrorCode.PROJECTION_FAILED, now_ms=_NOW + 6))
-    dropped = _step(before, RawReceived(raw_response="r" * 65, now_ms=_NOW + 6))
-    run = _run(tool_calls_used=1, bytes_used=9)
-    reqs = ["CIS-STORE-3", "CIS-RUN-6", "CIS-PROG-2"]
-
-    def add(
-        label: str,
-        description: str,
-        stored: CanonicalRecord | None,
-        after: CanonicalRecord,
-        *,
-        run: RunState | None = run,
-        now: int = _NOW + 20,
-        start: CanonicalRecord = before,
-    ) -> dict[str, Any]:
-        return _vector(
+    return [
+        _effect(
             "completion",
-            label,
-            reqs,
-            description,
-            stored=record_json(stored),
-            before=record_json(start),
-            after=record_json(after),
-            run=run_json(run),
-            now_ms=now,
+            case.label,
+            ["CIS-STORE-3", "CIS-RUN-6", "CIS-PROG-2"],
+            case.description,
+            stored=record_json(case.stored()),
+            before=record_json(case.start()),
+            after=record_json(case.after()),
+            run=run_json(case.run()),
+            now_ms=case.now,
         )
-
-    return [
-        add(
-            "ready",
-            "WRITE READY: charge raw 3 + content 5 + scope 3 = 11; the id joins the list",
-            before,
-            ready,
-        ),
-        add(
-            "error", "WRITE ERROR keeping the raw: charge 3; a terminal record joins the list", before, failed
-        ),
-        add(
-            "raw-dropped",
-            "WRITE ERROR/RESULT_TOO_LARGE with no raw: record_bytes unchanged, charge max(0, 0) = 0; joins",
-            before,
-            dropped,
-        ),
-        add(
-            "raw-received",
-            "WRITE the raw response (still PROJECTING): charge 3, not terminal, does not join the list",
-            before,
-            with_raw,
-        ),
-        add(
-            "smaller-after",
-            "an `after` smaller than `before`: the charge is max(0, negative) = 0, never a refund",
-            with_raw,
-            evolve(failed, raw_response="RA"),
-            start=with_raw,
-        ),
-        add("replay", "REPLAY: the stored record, no run write, charge 0, no append", ready, ready),
-        add(
-            "no-run",
-            "no run state: WRITE the record only: no run write, charge 0, no append (no list to join)",
-            before,
-            ready,
-            run=None,
-        ),
-        add(
-            "other-run",
-            "the run state read belongs to another run: no charge, no append",
-            before,
-            ready,
-            run=evolve(run, run_id="run-2"),
-        ),
-        add(
-            "run-last-ms",
-            "now = run.expires_at_ms - 1: the run is live, charged, the id joins",
-            evolve(before, expires_at_ms=run.expires_at_ms + 10),
-            evolve(ready, expires_at_ms=run.expires_at_ms + 10),
-            now=run.expires_at_ms - 1,
-            start=evolve(before, expires_at_ms=run.expires_at_ms + 10),
-        ),
-        add(
-            "run-expired",
-            "now = run.expires_at_ms: the run lapsed with its lists: WRITE, no charge, no append",
-            evolve(before, expires_at_ms=run.expires_at_ms + 10),
-            evolve(ready, expires_at_ms=run.expires_at_ms + 10),
-            now=run.expires_at_ms,
-            start=evolve(before, expires_at_ms=run.expires_at_ms + 10),
-        ),
-        add("absent", "nothing stored: INVALID_TRANSITION", None, ready),
+        for case in COMPLETION_CASES
     ]
 
 
-def _liveness_vectors() -> list[dict[str, Any]]:
-    expiry = _NOW + 100
-    cases = [
-        ("absent", "nothing stored: not live", None, _NOW),
-        ("young", "now = expires_at - 2: live, 2 ms left", expiry, expiry - 2),
-        ("last-ms", "now = expires_at - 1: live, 1 ms left", expiry, expiry - 1),
-        ("at-expiry", "now = expires_at: expired (absent), nothing left", expiry, expiry),
-        ("after-expiry", "now = expires_at + 1: expired", expiry, expiry + 1),
-    ]
+# ---------------------------------------------------------------------------
+# liveness, lifetime, own_create, sweep
+
+_EXPIRES: Final = NOW + 100
+
+#: (label, description, expires_at_ms or None, now).
+LIVENESS_CASES: Final[tuple[tuple[str, str, int | None, int], ...]] = (
+    ("absent", "nothing stored: not live", None, NOW),
+    ("young", "now = expires_at - 2: live, 2 ms left", _EXPIRES, _EXPIRES - 2),
+    ("last-ms", "now = expires_at - 1: live, 1 ms left", _EXPIRES, _EXPIRES - 1),
+    ("at-expiry", "now = expires_at: expired (absent), nothing left", _EXPIRES, _EXPIRES),
+    ("after-expiry", "now = expires_at + 1: expired", _EXPIRES, _EXPIRES + 1),
+    ("now-max", "now = 2^53 - 1: a time in range, expired", _EXPIRES, MAX_SAFE_INT),
+    ("now-two-to-53", "now = 2^53: a caller error", _EXPIRES, MAX_SAFE_INT + 1),
+    ("now-negative", "now = -1: a caller error", _EXPIRES, -1),
+)
+
+#: (label, description, the store's report of a key's remaining lifetime).
+LIFETIME_CASES: Final[tuple[tuple[str, str, Any], ...]] = (
+    ("no-expiry", "no expiry (Redis PTTL -1): corrupt", None),
+    ("one-ms", "1 ms left: intact", 1),
+    ("lapsed", "0 ms left: lapsed, not corrupt", 0),
+    ("negative", "a negative remaining time: lapsed, not corrupt", -5),
+    ("boolean", "true is not a time: invalid input", True),
+    ("text", "a text is not a time: invalid input", "5"),
+    (
+        "beyond-53-bits",
+        "2^53 + 1 ms left (a binary64 reader sees 2^53): any integer is a report, intact",
+        MAX_SAFE_INT + 2,
+    ),
+    ("minus-beyond-53-bits", "-(2^53 + 1): lapsed, intact", -(MAX_SAFE_INT + 2)),
+)
+
+
+def _request() -> dict[str, Any]:
+    record = awaiting_raw()
+    return {
+        "run_id": record.run_id,
+        "tool_call_id": record.tool_call_id,
+        "tool_name": record.tool_name,
+        "request_json": record.request_json,
+        "invocation_token": record.invocation_token,
+    }
+
+
+#: (label, description, the stored record, changes to the fixture request).
+OWN_CREATE_CASES: Final[tuple[tuple[str, str, Callable[[], CanonicalRecord], dict[str, Any]], ...]] = (
+    ("own", "the PROJECTING record this request creates", awaiting_raw, {}),
+    (
+        "raw-received",
+        "the record has its raw response: it moved on",
+        lambda: evolve(awaiting_raw(), raw_response=""),
+        {},
+    ),
+    ("terminal", "the record is ERROR", error_record, {}),
+    ("other-token", "another token", awaiting_raw, {"invocation_token": "tok-2"}),
+    ("other-run", "another run id", awaiting_raw, {"run_id": "run-2"}),
+    ("other-call", "another tool_call_id", awaiting_raw, {"tool_call_id": "call_2"}),
+    ("other-tool", "another tool name", awaiting_raw, {"tool_name": "fetch"}),
+    ("other-request", "another request text", awaiting_raw, {"request_json": '{"q":"y"}'}),
+    (
+        "created-later",
+        "created after not_before_ms: the store stamped it later than the caller's reading",
+        lambda: evolve(awaiting_raw(), created_at_ms=NOW + 1, updated_at_ms=NOW + 1),
+        {},
+    ),
+    (
+        "created-earlier",
+        "created before not_before_ms: an earlier call that reused the token",
+        lambda: evolve(awaiting_raw(), created_at_ms=NOW - 1),
+        {},
+    ),
+    (
+        "empty-token",
+        "record and request both carry the empty token: an empty token identifies no invocation, so "
+        "never an own create (a reading comparing tokens alone says yes)",
+        lambda: evolve(awaiting_raw(), invocation_token=""),
+        {"invocation_token": ""},
+    ),
+)
+
+
+def _sweep_mix() -> list[CanonicalRecord | None]:
     return [
-        _vector(
+        None,
+        awaiting_raw(),
+        evolve(awaiting_raw(), run_id="run-2"),
+        done_record(CALL),
+        step(awaiting_raw(), RawReceived(raw_response="RAW", now_ms=NOW + 1)),
+        error_record(),
+    ]
+
+
+_RECORD_EXPIRY: Final = NOW + 60_000
+
+#: (label, description, records, now) of each sweep of the fixture run.
+SWEEP_CASES: Final[tuple[tuple[str, str, Callable[[], list[CanonicalRecord | None]], int], ...]] = (
+    (
+        "mixed",
+        "absent, own PROJECTING, another run's PROJECTING, READY, PROJECTING with raw, ERROR: "
+        "only the live PROJECTING records of the run, in order",
+        _sweep_mix,
+        NOW + 50,
+    ),
+    (
+        "last-ms",
+        "now = expires_at - 1: the record is live, a candidate",
+        lambda: [awaiting_raw()],
+        _RECORD_EXPIRY - 1,
+    ),
+    (
+        "at-expiry",
+        "now = expires_at: the record is absent, not a candidate",
+        lambda: [awaiting_raw()],
+        _RECORD_EXPIRY,
+    ),
+    ("now-two-to-53", "now = 2^53: a caller error", lambda: [awaiting_raw()], MAX_SAFE_INT + 1),
+)
+
+
+def _reader_vectors() -> list[dict[str, Any]]:
+    vectors = [
+        _effect(
             "liveness",
             label,
             ["CIS-TTL-4", "CIS-TTL-5"],
@@ -355,192 +337,173 @@ def _liveness_vectors() -> list[dict[str, Any]]:
             value=None if value is None else {"expires_at_ms": value},
             now_ms=now,
         )
-        for label, description, value, now in cases
+        for label, description, value, now in LIVENESS_CASES
     ]
-
-
-def _lifetime_vectors() -> list[dict[str, Any]]:
-    cases: list[tuple[str, str, Any]] = [
-        ("no-expiry", "no expiry (Redis PTTL -1): corrupt", None),
-        ("one-ms", "1 ms left: intact", 1),
-        ("lapsed", "0 ms left: lapsed, not corrupt", 0),
-        ("negative", "a negative remaining time: lapsed, not corrupt", -5),
-        ("boolean", "true is not a time: invalid input", True),
-        ("text", "a text is not a time: invalid input", "5"),
+    vectors += [
+        _effect("lifetime", label, ["CIS-DUR-7"], description, remaining_ms=value)
+        for label, description, value in LIFETIME_CASES
     ]
-    return [
-        _vector("lifetime", label, ["CIS-DUR-7"], description, remaining_ms=value)
-        for label, description, value in cases
-    ]
-
-
-def _own_create_vectors() -> list[dict[str, Any]]:
-    record = _awaiting_raw()
-    request = {
-        "run_id": record.run_id,
-        "tool_call_id": record.tool_call_id,
-        "tool_name": record.tool_name,
-        "request_json": record.request_json,
-        "invocation_token": record.invocation_token,
-    }
-    cases: list[tuple[str, str, CanonicalRecord, dict[str, Any]]] = [
-        ("own", "the PROJECTING record this request creates", record, request),
-        (
-            "raw-received",
-            "the record has its raw response: it moved on",
-            evolve(record, raw_response=""),
-            request,
-        ),
-        (
-            "terminal",
-            "the record is ERROR",
-            _step(record, Failed(code=ErrorCode.EXECUTION_FAILED, now_ms=_NOW + 1)),
-            request,
-        ),
-        ("other-token", "another token", record, {**request, "invocation_token": "tok-2"}),
-        ("other-run", "another run id", record, {**request, "run_id": "run-2"}),
-        ("other-call", "another tool_call_id", record, {**request, "tool_call_id": "call_2"}),
-        ("other-tool", "another tool name", record, {**request, "tool_name": "fetch"}),
-        ("other-request", "another request text", record, {**request, "request_json": '{"q":"y"}'}),
-        (
-            "created-later",
-            "created after not_before_ms: the store stamped it later than the caller's reading",
-            evolve(record, created_at_ms=record.created_at_ms + 1, updated_at_ms=record.created_at_ms + 1),
-            request,
-        ),
-        (
-            "created-earlier",
-            "created before not_before_ms: an earlier call that reused the token",
-            evolve(record, created_at_ms=record.created_at_ms - 1),
-            request,
-        ),
-    ]
-    return [
-        _vector(
+    vectors += [
+        _effect(
             "own_create",
             label,
             ["CIS-RETRY-2"],
             description,
-            record=record_json(rec),
-            request=req,
-            not_before_ms=record.created_at_ms,
+            record=record_json(record()),
+            request={**_request(), **changes},
+            not_before_ms=NOW,
         )
-        for label, description, rec, req in cases
-    ]
-
-
-def _sweep_vectors() -> list[dict[str, Any]]:
-    projecting = _awaiting_raw()
-    expiry = projecting.expires_at_ms
-    with_raw = _step(projecting, RawReceived(raw_response="RAW", now_ms=_NOW + 1))
-    records = [
-        None,
-        projecting,
-        evolve(projecting, run_id="run-2"),
-        _done(_CALL),
-        with_raw,
-        _step(projecting, Failed(code=ErrorCode.EXECUTION_FAILED, now_ms=_NOW + 1)),
-    ]
-    reqs = ["CIS-LIFE-7"]
-    return [
-        _vector(
-            "sweep",
-            "mixed",
-            reqs,
-            "absent, own PROJECTING, another run's PROJECTING, READY, PROJECTING with raw, ERROR: "
-            "only the live PROJECTING records of the run, in order",
-            records=[record_json(record) for record in records],
-            run_id=_RUN,
-            now_ms=_NOW + 50,
-        ),
-        _vector(
-            "sweep",
-            "last-ms",
-            reqs,
-            "now = expires_at - 1: the record is live, a candidate",
-            records=[record_json(projecting)],
-            run_id=_RUN,
-            now_ms=expiry - 1,
-        ),
-        _vector(
-            "sweep",
-            "at-expiry",
-            reqs,
-            "now = expires_at: the record is absent, not a candidate",
-            records=[record_json(projecting)],
-            run_id=_RUN,
-            now_ms=expiry,
-        ),
-    ]
-
-
-def _view_vectors() -> list[dict[str, Any]]:
-    projecting = _awaiting_raw()
-    found = _done(_CALL)
-    negative = _done(_CALL, "", "kb", negative=True)
-    error = _step(projecting, Failed(code=ErrorCode.EXECUTION_FAILED, now_ms=_NOW + 1))
-    durability = _step(projecting, Failed(code=ErrorCode.DURABILITY_NOT_REACHED, now_ms=_NOW + 1))
-    records = [
-        ("found", "READY + EVIDENCE_FOUND: the bounded result", found),
-        ("negative", "READY + NO_EVIDENCE: a negative observation, with its scope", negative),
-        ("error", "ERROR: its code and fixed message, no result", error),
-        ("durability", "ERROR/DURABILITY_NOT_REACHED: the create was not acknowledged durably", durability),
-        (
-            "ready-evidence-error",
-            "READY with evidence ERROR (no transition makes it): a failure, INVALID_TRANSITION",
-            evolve(found, evidence_status=EvidenceStatus.ERROR),
-        ),
-        ("projecting", "PROJECTING (not terminal): a failure, INVALID_TRANSITION", projecting),
-    ]
-    vectors = [
-        _vector("agent_view", label, ["CIS-BND-4", "CIS-ERR-1"], description, record=record_json(record))
-        for label, description, record in records
-    ]
-    ids: list[tuple[str, str, Any]] = [
-        ("safe-id", "a safe id is echoed", _CALL),
-        ("unsafe-id", "an unsafe id is never echoed: null", "call 1"),
-        ("empty-id", "an empty id: null", ""),
-        ("null-id", "no id: null", None),
-        ("number-id", "a number is not an id: null", 5),
+        for label, description, record, changes in OWN_CREATE_CASES
     ]
     vectors += [
-        _vector(
-            "failure_view",
+        _effect(
+            "sweep",
             label,
-            ["CIS-ERR-1"],
+            ["CIS-LIFE-7"],
             description,
-            code=ErrorCode.DUPLICATE_TOOL_CALL.value,
-            tool_call_id=tool_call_id,
+            records=[record_json(record) for record in records()],
+            run_id=RUN,
+            now_ms=now,
         )
-        for label, description, tool_call_id in ids
+        for label, description, records, now in SWEEP_CASES
     ]
-    vectors.append(
-        _vector(
-            "failure_view",
-            "durability",
-            ["CIS-ERR-1", "CIS-DUR-2"],
-            "DURABILITY_NOT_REACHED with its fixed message",
-            code=ErrorCode.DURABILITY_NOT_REACHED.value,
-            tool_call_id=_CALL,
-        )
-    )
     return vectors
 
 
+# ---------------------------------------------------------------------------
+# views.json
+
+#: (label, description, record) of each agent view.
+AGENT_VIEW_CASES: Final[tuple[tuple[str, str, Callable[[], CanonicalRecord]], ...]] = (
+    ("found", "READY + EVIDENCE_FOUND: the bounded result", lambda: done_record(CALL)),
+    (
+        "negative",
+        "READY + NO_EVIDENCE: a negative observation, with its scope",
+        lambda: done_record(CALL, "", "kb", negative=True),
+    ),
+    ("error", "ERROR: its code and fixed message, no result", error_record),
+    (
+        "durability",
+        "ERROR/DURABILITY_NOT_REACHED: the create was not acknowledged durably",
+        lambda: error_record(ErrorCode.DURABILITY_NOT_REACHED),
+    ),
+    (
+        "ready-evidence-error",
+        "READY with evidence ERROR: not well formed, never shown: STORE_UNAVAILABLE (CIS-STORE-6; a "
+        "reading that shows its own code or INVALID_TRANSITION differs)",
+        lambda: evolve(done_record(CALL), evidence_status=EvidenceStatus.ERROR),
+    ),
+    (
+        "error-without-code",
+        "ERROR without an error code: not well formed, STORE_UNAVAILABLE",
+        lambda: evolve(error_record(), error_code=None),
+    ),
+    (
+        "ready-unsafe-id",
+        "a READY record with an unsafe tool_call_id: not well formed, STORE_UNAVAILABLE, the id not echoed",
+        lambda: evolve(done_record(CALL), tool_call_id="call 1"),
+    ),
+    (
+        "projecting",
+        "PROJECTING (admitted, not finished): CALL_IN_PROGRESS, its fate not known yet (a reading "
+        "answering INVALID_TRANSITION differs)",
+        awaiting_raw,
+    ),
+)
+
+#: (label, description, requirements, code, tool_call_id) of each failure view.
+FAILURE_VIEW_CASES: Final[tuple[tuple[str, str, list[str], str, Any], ...]] = (
+    ("safe-id", "a safe id is echoed", ["CIS-ERR-1"], "DUPLICATE_TOOL_CALL", CALL),
+    ("unsafe-id", "an unsafe id is never echoed: null", ["CIS-ERR-1"], "DUPLICATE_TOOL_CALL", "call 1"),
+    ("empty-id", "an empty id: null", ["CIS-ERR-1"], "DUPLICATE_TOOL_CALL", ""),
+    ("null-id", "no id: null", ["CIS-ERR-1"], "DUPLICATE_TOOL_CALL", None),
+    ("number-id", "a number is not an id: null", ["CIS-ERR-1"], "DUPLICATE_TOOL_CALL", 5),
+    (
+        "durability",
+        "DURABILITY_NOT_REACHED with its fixed message",
+        ["CIS-ERR-1", "CIS-DUR-2"],
+        "DURABILITY_NOT_REACHED",
+        CALL,
+    ),
+    (
+        "call-in-progress",
+        "CALL_IN_PROGRESS with its fixed message",
+        ["CIS-ERR-1", "CIS-ID-5"],
+        "CALL_IN_PROGRESS",
+        CALL,
+    ),
+    (
+        "unknown-code",
+        "a text that names no code of the closed set: a caller error, never a made-up view",
+        ["CIS-ERR-1", "CIS-KERN-2"],
+        "NOT_A_CODE",
+        CALL,
+    ),
+    (
+        "lowercase-code",
+        "codes are exact: duplicate_tool_call names no code, a caller error",
+        ["CIS-ERR-1", "CIS-KERN-2"],
+        "duplicate_tool_call",
+        CALL,
+    ),
+)
+
 #: Well-formedness cases about fields a progress view does not hold (error code, creation time).
 _NOT_IN_A_VIEW: Final = frozenset(
-    {"projecting-code", "ready-code", "error-no-code", "expiry-at-creation", "expiry-after-creation"}
+    {
+        "projecting-code",
+        "ready-code",
+        "error-no-code",
+        "expiry-at-creation",
+        "expiry-after-creation",
+        "ready-without-raw",
+        "empty-token",
+        "updated-before-created",
+        "created-zero",
+        "created-negative",
+        "updated-two-to-53",
+    }
 )
 
 
-def _well_formed_view_vectors() -> list[dict[str, Any]]:
-    vectors = []
-    for label, description, record in _well_formed_cases():
+def _raw_held() -> CanonicalRecord:
+    return step(awaiting_raw(), RawReceived(raw_response="RAW 1", now_ms=NOW + 1))
+
+
+#: (label, description, record, include_raw) of each read view.
+READ_VIEW_CASES: Final[tuple[tuple[str, str, Callable[[], CanonicalRecord], bool], ...]] = (
+    ("with-raw", "raw asked for: the record as stored", _raw_held, True),
+    ("without-raw", "raw left out: raw_response is null, every other field as stored", _raw_held, False),
+    ("none-stored", "no raw response stored: the record as stored either way", awaiting_raw, False),
+)
+
+
+def _view_vectors() -> list[dict[str, Any]]:
+    vectors = [
+        _effect("agent_view", label, ["CIS-BND-4", "CIS-ERR-1"], description, record=record_json(record()))
+        for label, description, record in AGENT_VIEW_CASES
+    ]
+    vectors += [
+        _effect("failure_view", label, requirements, description, code=code, tool_call_id=tool_call_id)
+        for label, description, requirements, code, tool_call_id in FAILURE_VIEW_CASES
+    ]
+    vectors += [
+        _effect(
+            "read_view",
+            label,
+            ["CIS-PROG-5", "CIS-REC-3"],
+            description,
+            record=record_json(record()),
+            include_raw=include_raw,
+        )
+        for label, description, record, include_raw in READ_VIEW_CASES
+    ]
+    for label, description, record in WELL_FORMED_CASES:
         if label in _NOT_IN_A_VIEW:
             continue
-        view = ProgressView.of(record)
+        view = ProgressView.of(record())
         vectors.append(
-            _vector(
+            _effect(
                 "well_formed_view",
                 label,
                 ["CIS-PERF-3", "CIS-STORE-6"],
@@ -554,7 +517,7 @@ def _well_formed_view_vectors() -> list[dict[str, Any]]:
 def effect_documents() -> dict[str, dict[str, Any]]:
     """The effect and visibility documents by file name, built from the kernel."""
     return {
-        "effects.json": _document(
+        "effects.json": document(
             "Store effects and visibility, one kernel answer each: `completion` (every write of one "
             "completion: the record, the run's new usage or null, the bytes charged "
             "max(0, record_bytes(after) - record_bytes(before)), whether the id joins the "
@@ -572,21 +535,14 @@ def effect_documents() -> dict[str, dict[str, Any]]:
                 "CIS-LIFE-7",
                 "CIS-SPEC-3",
             ],
-            {
-                "vectors": [
-                    *_completion_vectors(),
-                    *_liveness_vectors(),
-                    *_lifetime_vectors(),
-                    *_own_create_vectors(),
-                    *_sweep_vectors(),
-                ]
-            },
+            {"vectors": [*_completion_vectors(), *_reader_vectors()]},
         ),
-        "views.json": _document(
-            "What a reader may see: `agent_view` (the agent's view of a terminal record), "
-            "`failure_view` (of a refusal: code, fixed message, the id only if safe) and "
+        "views.json": document(
+            "What a reader may see: `agent_view` (the agent's view of a record), "
+            "`failure_view` (of a refusal: code, fixed message, the id only if safe), "
+            "`read_view` (what a read returns with and without the raw response) and "
             "`well_formed_view` (whether a progress read's nine-field view is well formed).",
             ["CIS-BND-4", "CIS-ERR-1", "CIS-PERF-3", "CIS-STORE-6", "CIS-SPEC-3"],
-            {"vectors": [*_view_vectors(), *_well_formed_view_vectors(), *_read_view_vectors()]},
+            {"vectors": _view_vectors()},
         ),
     }

@@ -36,7 +36,31 @@ from attrs import field, frozen
 
 from .. import kernel as K  # noqa: N812 - K: the kernel module, looked up at call time
 
-__all__ = ["CI_SCOPE", "LARGE_SCOPE", "Counterexample", "ModelCheckReport", "Scope", "model_check"]
+__all__ = [
+    "CI_SCOPE",
+    "INVARIANTS",
+    "LARGE_SCOPE",
+    "Counterexample",
+    "ModelCheckReport",
+    "Scope",
+    "model_check",
+]
+
+#: Every invariant this checker enforces, by the name its violations carry (CIS-HIST-4):
+#: the design invariants 1-8, the tool-call budget and outcomes-are-values. Each has a
+#: planted kernel fault that the checker finds (``tests/history/test_model_check.py``).
+INVARIANTS: Final[dict[str, str]] = {
+    "invariant 1": "no transition out of READY or ERROR: READY never becomes ERROR, nor the reverse",
+    "invariant 2": "a record's expiry never moves later",
+    "invariant 3": "every stored record's ids are those an admitted envelope supplied",
+    "invariant 4": "byte limits hold for every stored field, and nothing stored is a truncation",
+    "invariant 5": "duplicates never overwrite, and the executor runs at most once per key",
+    "invariant 6": "agent results never contain raw data",
+    "invariant 7": "READY has evidence FOUND or NO_EVIDENCE; ERROR has evidence ERROR, not referencable",
+    "invariant 8": "progress facts are exactly the READY records of the run, in completion order",
+    "CIS-RUN-5": "no run admits more calls than its tool-call budget",
+    "CIS-KERN-2": "outcomes are values: no reachable event makes the kernel raise",
+}
 
 
 @frozen(kw_only=True)

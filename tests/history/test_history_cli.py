@@ -63,7 +63,8 @@ def test_not_linearizable_exits_1_with_window(capsys: pytest.CaptureFixture[str]
     path = _write(tmp_path, _duplicate_history(both_admitted=True).text())
     code, out, err = _run(capsys, path)
     assert (code, err) == (1, "")
-    assert out.startswith("check-history: not linearizable [CIS-HIST-2, CIS-ID-5] in run run-1\n")
+    # One key's operations alone contradict the kernel: the report names the key too.
+    assert out.startswith("check-history: not linearizable [CIS-HIST-2, CIS-ID-5] in run run-1, key call_1\n")
     assert "window (2 operations" in out
     assert "orders tried (2" in out
     assert '{"q":1}' not in out  # no request text in reports
@@ -72,6 +73,7 @@ def test_not_linearizable_exits_1_with_window(capsys: pytest.CaptureFixture[str]
     assert code == 1
     assert verdict["status"] == "not_linearizable"
     assert (verdict["requirement"], verdict["rule"], verdict["run_id"]) == ("CIS-HIST-2", "CIS-ID-5", "run-1")
+    assert (verdict["key"], verdict["minimal"], verdict["undecided"]) == ("call_1", True, [])
     assert [op["id"] for op in verdict["window"]] == [1, 2]
     assert {order["expected"] for order in verdict["orders"]} == {"CALL_IN_PROGRESS"}
 

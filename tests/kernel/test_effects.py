@@ -31,6 +31,7 @@ from invocation_store.kernel import (
     record_bytes,
     remaining_ms,
     sweep_candidates,
+    without_raw,
 )
 
 from ._helpers import (
@@ -209,7 +210,18 @@ def test_agent_view_of_ready_and_error_records() -> None:
     assert failed.message == ERROR_MESSAGES[ErrorCode.EXECUTION_TIMEOUT]
     assert RAW not in repr(found)
     codeless = attrs.evolve(errored(), error_code=None)
-    assert agent_view(codeless).code is ErrorCode.INVALID_TRANSITION
+    assert agent_view(codeless) == failure_view(ErrorCode.STORE_UNAVAILABLE, "call_1")
+
+
+def test_agent_view_of_a_record_the_agent_may_not_see() -> None:
+    """CIS-BND-4, CIS-STORE-6, CIS-ID-5: a record that is not well formed is STORE_UNAVAILABLE (never
+    shown, as a store answers a read of it), a PROJECTING one CALL_IN_PROGRESS (no fate yet); the id
+    is echoed only when safe."""
+    corrupt = attrs.evolve(ready(), evidence_status=EvidenceStatus.ERROR)
+    assert agent_view(corrupt) == failure_view(ErrorCode.STORE_UNAVAILABLE, "call_1")
+    unsafe = attrs.evolve(ready(), tool_call_id="call 1")
+    assert agent_view(unsafe) == failure_view(ErrorCode.STORE_UNAVAILABLE, None)
+    assert agent_view(begun("call_2")) == failure_view(ErrorCode.CALL_IN_PROGRESS, "call_2")
 
 
 @pytest.mark.parametrize("tool_call_id", [None, "", "bad id", "call{1}", 7, "é"])
@@ -293,7 +305,20 @@ def test_agent_view_echoes_the_id_of_a_ready_record() -> None:
     ids=["error-with-found", "error-with-no-evidence", "ready-with-error-evidence"],
 )
 def test_agent_view_needs_both_ready_and_a_result_evidence(record: object) -> None:
-    """CIS-BND-4, CIS-ERR-1: only READY *and* FOUND/NO_EVIDENCE is a result; either alone is a failure."""
+    """CIS-BND-4, CIS-ERR-1, CIS-STORE-6: only READY *and* FOUND/NO_EVIDENCE is a result; either alone
+    is a record no transition makes, never shown: STORE_UNAVAILABLE."""
     view = agent_view(record)  # type: ignore[arg-type]
-    assert view == failure_view(ErrorCode.EXECUTION_FAILED, "call_1")
+    assert view == failure_view(ErrorCode.STORE_UNAVAILABLE, "call_1")
     assert view.content is None
+
+
+def test_without_raw_leaves_out_the_raw_response_only() -> None:
+    """CIS-PROG-5, CIS-REC-3: a read without raw responses gives the record with raw_response None and
+    every other field as stored; a record without one is returned as it is."""
+    holding = ready()
+    assert holding.raw_response == RAW
+    light = without_raw(holding)
+    assert light.raw_response is None
+    assert attrs.evolve(light, raw_response=RAW) == holding
+    waiting = begun()
+    assert without_raw(waiting) is waiting

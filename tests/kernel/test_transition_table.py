@@ -319,7 +319,7 @@ def _events(draw: st.DrawFn, now_ms: int) -> Event:
         return ProjectionReceived(projection=proj, now_ms=now_ms)
     if kind is Failed:
         return Failed(code=draw(st.sampled_from(sorted(FAILURE_CODES))), now_ms=now_ms)
-    return SweptStale(now_ms=now_ms, older_than_ms=draw(st.integers(-10, 2 * TTL_MS)))
+    return SweptStale(now_ms=now_ms, older_than_ms=draw(st.integers(0, 2 * TTL_MS)))  # CIS-KERN-2: >= 0
 
 
 _limits = st.one_of(

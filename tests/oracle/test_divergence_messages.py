@@ -116,3 +116,20 @@ def test_a_sweep_divergence_shows_the_age() -> None:
     assert divergence.requirement == "CIS-LIFE-7"
     assert "age = now - created_at_ms = " in divergence.message
     assert "= 5 >= older_than_ms = 5: stale" in divergence.message
+
+
+def test_a_size_in_utf16_units_is_the_size_rule_with_both_counts() -> None:
+    """CIS-SIZE-1, CIS-ORC-2: a request size reported in UTF-16 code units (JavaScript's `length`) is
+    named CIS-SIZE-1, not CIS-REC-2, and the message gives both counts."""
+    lines = example()
+    index = find(lines, op("submit", call=1))
+    arguments = '{"q":"\U0001f600\u00e9"}'  # 14 UTF-8 bytes, 11 UTF-16 code units, 10 code points
+    lines[index]["envelope"]["arguments"] = arguments
+    lines[index]["observed"]["record"]["request_bytes"] = 11
+    divergence = _divergence(lines)
+    assert (divergence.line, divergence.requirement) == (index + 1, "CIS-SIZE-1")
+    assert (divergence.expected, divergence.observed) == (14, 11)
+    assert "size = 14 UTF-8 bytes" in divergence.message
+    assert "reported 11, the text's length in UTF-16 code units" in divergence.message
+    lines[index]["observed"]["record"]["request_bytes"] = 15  # no other count of the text: the request rule
+    assert _divergence(lines).requirement == "CIS-REC-2"

@@ -90,11 +90,14 @@ def test_completion_effects_follow_the_charge_and_append_rules() -> None:
 
 
 def test_liveness_is_now_before_expiry() -> None:
-    """CIS-TTL-4: live iff now < expires_at_ms (expires_at - 1 live, expires_at not); what is left
-    is expires_at_ms - now."""
+    """CIS-TTL-4, CIS-KERN-2: live iff now < expires_at_ms (expires_at - 1 live, expires_at not); what
+    is left is expires_at_ms - now; a now outside [0, 2^53 - 1] is a caller error."""
     edges = set()
     for vector in _of_kind("liveness"):
         value, now = vector["value"], vector["now_ms"]
+        if not 0 <= now <= 2**53 - 1:
+            assert vector["expect"] == {"invalid_input": True}, vector["id"]
+            continue
         live = value is not None and now < value["expires_at_ms"]
         remaining = value["expires_at_ms"] - now if live else None
         assert vector["expect"] == {"live": live, "remaining_ms": remaining}, vector["id"]
@@ -123,6 +126,10 @@ def test_views_never_echo_an_unsafe_id_or_raw_data() -> None:
     messages = json.loads((VECTORS / "error_codes.json").read_text(encoding="utf-8"))["codes"]
     fixed = {entry["code"]: entry["message"] for entry in messages}
     for vector in _of_kind("agent_view") + _of_kind("failure_view"):
+        if vector["expect"] == {"invalid_input": True}:  # a code outside the closed set
+            assert vector["kind"] == "failure_view"
+            assert vector["code"] not in fixed
+            continue
         view = vector["expect"]["view"]
         source = vector.get("record") or {}
         if view["ok"]:
@@ -137,3 +144,6 @@ def test_views_never_echo_an_unsafe_id_or_raw_data() -> None:
     unsafe = [v for v in _of_kind("failure_view") if v["tool_call_id"] != "call_1"]
     assert unsafe
     assert all(v["expect"]["view"]["tool_call_id"] is None for v in unsafe)
+    hidden = [v for v in _of_kind("agent_view") if v["record"]["tool_call_id"] != "call_1"]
+    assert hidden
+    assert all(v["expect"]["view"]["tool_call_id"] is None for v in hidden)

@@ -158,6 +158,24 @@ def _read_later(boundary: Any, context: Any, clock: FakeClock) -> None:
     boundary.read(RUN, "call_1")
 
 
+def _misreported_size(unit: str) -> Callable[[], str]:
+    """A correct run's trace whose submit reports the request size in ``unit`` instead of UTF-8 bytes."""
+
+    def trace() -> str:
+        clock = FakeClock()
+        boundary, _hooks, sink = recorder(MemoryStore(clock), clock)
+        context = open_run(boundary, clock)
+        arguments = '{"q":"\U0001f600\u00e9"}'  # 14 UTF-8 bytes, 11 UTF-16 units, 10 code points
+        boundary.invoke(context, envelope("search", "call_1", arguments=arguments))
+        lines = [json.loads(line) for line in sink.getvalue().splitlines()]
+        submit = next(line for line in lines if line["op"] == "submit")
+        units = {"utf-16": len(arguments.encode("utf-16-le")) // 2, "code points": len(arguments)}
+        submit["observed"]["record"]["request_bytes"] = units[unit]
+        return "".join(json.dumps(line) + "\n" for line in lines)
+
+    return trace
+
+
 #: A refusal the checker names more specifically than the code's own requirement: a
 #: REQUEST_TOO_LARGE for arguments within the request limit misjudged the record limit.
 _REFUSAL_REQUIREMENT: dict[ErrorCode, str] = {ErrorCode.REQUEST_TOO_LARGE: "CIS-SIZE-5"}
@@ -215,6 +233,8 @@ IMPLEMENTATIONS: dict[str, tuple[str, Callable[[], str]]] = {
             lambda b, ctx, _c: b.invoke(ctx, envelope("secret", "c2", arguments="[1]")),
         ),
     ),
+    "request-size-in-utf16-units": ("CIS-SIZE-1", _misreported_size("utf-16")),
+    "request-size-in-code-points": ("CIS-SIZE-1", _misreported_size("code points")),
 }
 
 
@@ -345,6 +365,8 @@ REPORTED: dict[str, tuple[str, Callable[[Lines], Lines]]] = {
         "CIS-ERR-1",
         _set("result", "call_2", "observed.result.message", "boom: secret"),
     ),
+    "unsafe-id-echoed": ("CIS-ERR-1", _set("result", "call 1", "observed.result.tool_call_id", "call 1")),
+    "safe-id-echoed-wrong": ("CIS-ID-4", _set("result", "call_0", "observed.result.tool_call_id", "call_00")),
     "read-of-another-run": ("CIS-STORE-6", _set("read", "call_0", "observed.record.run_id", "run-b")),
     "tool-name-rewritten": ("CIS-LIFE-6", _set("read", "call_0", "observed.record.tool_name", "other")),
     "raw-response-cut": ("CIS-REC-3", _set("read", "call_0", "observed.record.raw_bytes", lambda v: v - 1)),
