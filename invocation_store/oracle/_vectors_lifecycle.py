@@ -420,7 +420,7 @@ OPEN_CASES: Final[tuple[OpenCase, ...]] = (
     OpenCase(
         "at-the-largest-time",
         ["CIS-RUN-1"],
-"now = 2^53 - 1: a time in range, so the run opens (already lapsed: deadline 0, ttl 1)",
+        "now = 2^53 - 1: a time in range, so the run opens (already lapsed: deadline 0, ttl 1)",
         lambda: None,
         MAX_SAFE_INT,
         {"deadline_ms": 0, "ttl_ms": 1},
