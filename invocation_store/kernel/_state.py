@@ -22,6 +22,10 @@ adapter), logging.
 
 Domain outcomes are values (a record or an :class:`ErrorCode`); exceptions are
 raised only for programming errors such as passing a non-event.
+
+Size: one table. The events, each row's handler and the row itself are read together
+(a handler away from its row would scatter one rule over two files), and the
+compare-and-set is the table's CompareAndSet rule; admission and runs already left.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ the kernel without a case here fails generation:
 
 Cases are data rows; the builders only turn rows into vectors, whose ``expect`` the
 kernel computes (:func:`._vectors_outcomes.vector`).
+
+Size: data. Four case tables, one row per vector, each beside the few lines that turn
+it into vectors; a file per table would part each table from its builder's shared
+preflight scenario.
 """
 
 from __future__ import annotations

@@ -260,9 +260,25 @@ def _wait_cluster_ok(clients: Sequence[redis.Redis], count: int, deadline: float
     return False
 
 
-def _wait_replicas_up(replicas: Sequence[redis.Redis], deadline: float) -> bool:
+def _online(master: redis.Redis) -> int:
+    """Replicas a master reports online (``INFO replication`` ``slaveN:...state=online``)."""
+    info = master.info("replication")
+    return sum(
+        1
+        for key, value in info.items()
+        if str(key).startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+    )
+
+
+def _wait_replicas_up(
+    replicas: Sequence[redis.Redis], deadline: float, masters: Sequence[redis.Redis] = (), each: int = 0
+) -> bool:
+    """Every replica's link is up and every master reports ``each`` replicas online (the view a
+    store's durability check reads: a link can be up on the replica before the master counts it)."""
     while time.monotonic() < deadline:
-        if all(client.info("replication").get("master_link_status") == "up" for client in replicas):
+        if all(client.info("replication").get("master_link_status") == "up" for client in replicas) and all(
+            _online(master) >= each for master in masters
+        ):
             return True
         time.sleep(0.05)
     return False
@@ -326,7 +342,8 @@ def redis_cluster(
                         raise RedisServerUnavailableError("a replica could not join the cluster") from None
                     time.sleep(0.05)
         if not (
-            _wait_cluster_ok(clients, len(urls), deadline) and _wait_replicas_up(clients[masters:], deadline)
+            _wait_cluster_ok(clients, len(urls), deadline)
+            and _wait_replicas_up(clients[masters:], deadline, clients[:masters], replicas)
         ):
             raise RedisServerUnavailableError("the local Redis Cluster's replicas did not come up")
         yield urls
