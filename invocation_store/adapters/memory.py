@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from .._decided import report_decided_at
 from ..kernel import (
     Admission,
     AdmissionRequest,
@@ -66,6 +67,12 @@ class MemoryStore:
         """The injected clock's current time in ms."""
         return self._clock()
 
+    def _now(self) -> int:
+        """The store clock, read once for an operation's decision and reported (``_decided``)."""
+        now = self._clock()
+        report_decided_at(now)
+        return now
+
     # -- internal reads, lock held -------------------------------------------------
 
     # Every operation reads the store's clock once, inside the lock, and decides with
@@ -95,7 +102,7 @@ class MemoryStore:
     ) -> RunState | ErrorCode:
         """Open an ACTIVE run (kernel ``open_run``); see the protocol."""
         with self._lock:
-            now = self._clock()
+            now = self._now()
             result = open_run(
                 self._run(run_id, now),
                 run_id=run_id,
@@ -111,7 +118,7 @@ class MemoryStore:
 
     def _end(self, run_id: str, cancel: bool) -> RunState | ErrorCode:
         with self._lock:
-            now = self._clock()
+            now = self._now()
             run = self._run(run_id, now)
             result = cancel_run(run, now) if cancel else close_run(run, now)
             if isinstance(result, RunState):
@@ -129,14 +136,14 @@ class MemoryStore:
     def get_run(self, run_id: str) -> RunState | None:
         """The run's state, or None if unknown or expired."""
         with self._lock:
-            return self._run(run_id, self._clock())
+            return self._run(run_id, self._now())
 
     # -- records ---------------------------------------------------------------------
 
     def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         """Admit and create atomically under the lock, at the store's clock (CIS-PRE-8, CIS-STORE-10)."""
         with self._lock:
-            now = self._clock()
+            now = self._now()
             run = self._run(request.run_id, now)
             existing = self._record(request.run_id, request.tool_call_id, now)
             result = admit(run, existing, request, limits, now)
@@ -150,7 +157,7 @@ class MemoryStore:
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> CanonicalRecord | ErrorCode:
         """Compare-and-set keeping the expiry (CIS-STORE-3)."""
         with self._lock:
-            now = self._clock()
+            now = self._now()
             stored = self._record(before.run_id, before.tool_call_id, now)
             effect = decide_completion(stored, before, after, self._run(after.run_id, now), now)
             if isinstance(effect, ErrorCode):
@@ -166,42 +173,42 @@ class MemoryStore:
     def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
         """Read one record; expired reads as absent (CIS-TTL-4, CIS-TTL-5)."""
         with self._lock:
-            return self._record(run_id, tool_call_id, self._clock())
+            return self._record(run_id, tool_call_id, self._now())
 
     def get_many(
         self, run_id: str, tool_call_ids: Sequence[str], *, include_raw: bool = True
     ) -> Mapping[str, CanonicalRecord | None]:
         """Read several records of one run; ``include_raw=False`` omits raw (CIS-PROG-5)."""
         with self._lock:
-            now = self._clock()
+            now = self._now()
             found = {tcid: self._record(run_id, tcid, now) for tcid in wanted_ids(tool_call_ids)}
         return read_records(run_id, tool_call_ids, found, now, include_raw=include_raw)
 
     def get_progress(self, run_id: str, tool_call_ids: Sequence[str]) -> Mapping[str, ProgressView | None]:
         """The progress fields of several records of one run (CIS-PERF-3); None if absent or expired."""
         with self._lock:
-            now = self._clock()
+            now = self._now()
             found = {tcid: self._record(run_id, tcid, now) for tcid in wanted_ids(tool_call_ids)}
         return read_views(run_id, tool_call_ids, found, now)
 
     def completed(self, run_id: str) -> tuple[str, ...]:
         """Ordered ids of completed calls (CIS-PROG-1)."""
         with self._lock:
-            if self._run(run_id, self._clock()) is None:
+            if self._run(run_id, self._now()) is None:
                 return ()
             return tuple(self._done.get(run_id, ()))
 
     def calls(self, run_id: str) -> tuple[str, ...]:
         """Ids of every record created in the run, in admission order."""
         with self._lock:
-            if self._run(run_id, self._clock()) is None:
+            if self._run(run_id, self._now()) is None:
                 return ()
             return tuple(self._calls.get(run_id, ()))
 
     def ttl_remaining_ms(self, run_id: str, tool_call_id: str) -> int | None:
         """``expires_at_ms - now``; None if absent or expired."""
         with self._lock:
-            now = self._clock()
+            now = self._now()
             return remaining_ms(self._record(run_id, tool_call_id, now), now)
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from .._decided import report_decided_at
 from ..kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from ._face import AsyncFace, on_thread
 from ._protocol import StoreUnavailableError
@@ -123,7 +124,9 @@ class SqliteStore:
     def _answer(self, conn: sqlite3.Connection, step: object) -> Any:
         """Run one step of an operation on ``conn`` (the hook fault-injection tests wrap)."""
         if step is NOW:
-            return self._clock()
+            now = self._clock()
+            report_decided_at(now)  # the operation decides at it (the last attempt's counts)
+            return now
         if isinstance(step, Fetch):
             return conn.execute(step.sql, step.params).fetchall()
         assert isinstance(step, Execute)

@@ -478,7 +478,7 @@ def decode_history(lines: Iterable[bytes | str]) -> History:  # noqa: PLR0915 - 
                 continue
             if kind not in ("ok", "fail", "info"):
                 raise _ShapeError("type", "expected 'header', 'invoke', 'ok', 'fail' or 'info'")
-            optional = ("result",) if kind == "ok" else ("reason",)
+            optional = ("result", "decided_at_ms") if kind == "ok" else ("reason",)
             _members(
                 obj, "<line>", ("type", "id", "process", *(("result",) if kind == "ok" else ())), optional
             )
@@ -500,6 +500,8 @@ def decode_history(lines: Iterable[bytes | str]) -> History:  # noqa: PLR0915 - 
                 outcome, result, complete_line = Outcome.UNKNOWN, None, None
             else:
                 outcome, result, complete_line = Outcome.OK, _result(name, obj["result"]), number
+                if obj.get("decided_at_ms") is not None:  # the time the store really decided at
+                    now_ms = _int(obj["decided_at_ms"], "decided_at_ms")
             ops.append(
                 HistoryOp(
                     index=0,

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
+from .._decided import watch_decisions
 from ..adapters import ForwardingStore, InvocationStore
 from ..kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, RunState
 from ._format import encode_args, encode_result, header_line
@@ -99,15 +100,17 @@ class HistoryRecorder(ForwardingStore):
             }
         )
         try:
-            result = call()
+            with watch_decisions() as decided:
+                result = call()
         except BaseException as exc:
             self.writer.write(
                 {"type": "info", "id": op_id, "process": self.process, "reason": type(exc).__name__}
             )
             raise
-        self.writer.write(
-            {"type": "ok", "id": op_id, "process": self.process, "result": encode_result(name, result)}
-        )
+        line = {"type": "ok", "id": op_id, "process": self.process, "result": encode_result(name, result)}
+        if decided:  # the store reported the time it decided at (its clock, CIS-STORE-10)
+            line["decided_at_ms"] = decided[-1]
+        self.writer.write(line)
         return result
 
     def open_run(

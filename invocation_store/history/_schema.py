@@ -161,7 +161,12 @@ def history_schema() -> dict[str, Any]:
                 "process": _PROCESS,
                 "result": {"oneOf": [{"$ref": f"#/$defs/{name}"} for name in _results()]},
             },
-            description="The operation returned; result has the shape of its operation's result.",
+            {"decided_at_ms": _INT},
+            description=(
+                "The operation returned; result has the shape of its operation's result. "
+                "decided_at_ms, when present, is the time the store decided at (it replaces the "
+                "invocation's now_ms)."
+            ),
         ),
         "Fail": _object(
             {"type": {"const": "fail"}, "id": _INT, "process": _PROCESS},

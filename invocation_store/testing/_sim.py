@@ -44,6 +44,7 @@ from attrs import define, field, frozen
 
 from .. import _deadline
 from .._completion import CompletionRetry
+from .._decided import watch_decisions
 from ..adapters import AsyncRedisStore, StoreUnavailableError
 from ..adapters._redis_flavour import AsyncRedisFlavour
 from ..adapters._redis_retry import RetryPolicy
@@ -51,6 +52,7 @@ from ..adapters._redis_server import POLICY_CHECK_INTERVAL_MS, Durability
 from ..adapters.memory import MemoryStore
 from ..boundary import AsyncToolBoundary, ToolRegistry, ToolSpec
 from ..history import (
+    BudgetExhausted,
     History,
     HistoryOp,
     check_history,
@@ -282,6 +284,8 @@ class _Op:
     attempt: int = 0  # the harness call it belongs to (0: none)
     host_times: list[int] = field(factory=list)
     server_times: list[int] = field(factory=list)
+    decided_at: int | None = None  # what the store reported it decided at (``_decided``)
+    reached: bool = False  # a request of it reached the store (else it certainly took no effect)
 
 
 _TASK: Final[contextvars.ContextVar[tuple[str, _Attempt | None]]] = contextvars.ContextVar(
@@ -427,7 +431,11 @@ class _Recorder:
         op = self.sim.start_op(self.host, process, name, run_id, args)
         token = CURRENT_OP.set(op)
         try:
-            result = await call()
+            with watch_decisions() as decided:
+                try:
+                    result = await call()
+                finally:
+                    op.decided_at = decided[-1] if decided else None
         except BaseException as exc:
             self.sim.end_op(op, None, type(exc).__name__)
             if name == "create" and attempt is not None:
@@ -697,6 +705,7 @@ class _Simulation:
                 repl_delay_ms=lambda: self.rng.randint(1, 20),
                 on_change=self.observe_redis,
                 on_time=self._server_time_read,
+                on_write=self._write_received,
                 on_reset=self.network.reset_node,
                 password=_SECRET,
             )
@@ -717,6 +726,12 @@ class _Simulation:
     def _server_time_read(self, tag: object, ms: int) -> None:
         if isinstance(tag, _Op):
             tag.server_times.append(ms)
+            tag.reached = True  # a memory store's application, or a script's TIME
+
+    @staticmethod
+    def _write_received(tag: object) -> None:
+        if isinstance(tag, _Op):
+            tag.reached = True
 
     # -- building ------------------------------------------------------------------------------
 
@@ -1357,8 +1372,9 @@ class _Simulation:
                     "process": op.process,
                     "result": encode_result(op.name, op.result),
                 }
-            else:
-                obj = {"type": "info", "id": op.id, "process": op.process, "reason": op.failed or "unknown"}
+            else:  # no request of it reached the store: it certainly took no effect (a ``fail``)
+                ended = "info" if op.reached else "fail"
+                obj = {"type": ended, "id": op.id, "process": op.process, "reason": op.failed or "unknown"}
             lines.append(json.dumps(obj, separators=(",", ":")))
         return lines
 
@@ -1390,7 +1406,9 @@ class _Simulation:
         result = op.result
         if op.name == "create" and isinstance(result, Admission):
             return result.record.created_at_ms
-        if clock == "server" and op.server_times:
+        if op.decided_at is not None and op.failed is None:  # the store said when it decided
+            return op.decided_at
+        if op.server_times:  # an unknown outcome that reached the store: its first application
             return op.server_times[0]
         if op.host_times:
             return op.host_times[-1] if op.name == "create" else op.host_times[0]
@@ -1413,7 +1431,15 @@ class _Simulation:
         self.stats["history_ops"] = len(history.ops)
         self.stats["history_runs_excluded"] = len(self.excluded_runs())
         for run_id, ops in by_run.items():
-            if is_linearizable(ops):
+            try:
+                if is_linearizable(ops):
+                    continue
+            except BudgetExhausted as exhausted:  # neither verdict: reported, never taken as a pass
+                detail = (
+                    f"undecided within the search budget ({exhausted.limit}, {len(ops)} operations); "
+                    "write the history with --history and run check-history with a larger budget"
+                )
+                self.violations.append(self._violation("history", 0, f"{run_id}: {detail}"))
                 continue
             detail = f"{len(ops)} operations; write the history with --history and run check-history"
             if len(ops) <= EXPLAIN_OPS:

@@ -184,6 +184,10 @@ _KNOWN: Final = frozenset(
     }
 )
 #: Commands refused while memory is full (they may write).
+#: The commands whose ``TIME`` readings are decisions (reported through ``on_time``).
+_SCRIPTS: Final = frozenset({b"eval", b"evalsha", b"eval_ro", b"evalsha_ro", b"fcall", b"fcall_ro"})
+#: The commands a client's request can take effect through (for ``on_write``).
+_EFFECTS: Final = _SCRIPTS | {b"set", b"hset", b"rpush", b"rename", b"pexpire", b"exec", b"del", b"unlink"}
 _WRITES: Final = frozenset({b"eval", b"evalsha", b"set", b"hset", b"rpush", b"rename", b"pexpire"})
 
 
@@ -222,8 +226,11 @@ class _NodeSocket(FakeSocket):
         node = self.node
         name = fields[0].lower() if fields else b""
         _SHIM.now_s = node.time_s() if at_s is None else at_s
-        _SHIM.on_time_command = node.time_command_read
+        # A script's TIME is the time it decided at; a plain TIME is a clock reading only.
+        _SHIM.on_time_command = node.time_command_read if name in _SCRIPTS else None
         node.current_tag = self.tag
+        if at_s is None and name in _EFFECTS and node.deployment.on_write is not None:
+            node.deployment.on_write(self.tag)
         try:
             if name in _NODE_COMMANDS and self._reply is not None:
                 reply = node.node_command(self, name, fields[1:])
@@ -484,8 +491,10 @@ class SimRedisDeployment:
     :data:`PERSISTENCE`; ``replica``: whether a replica follows the master;
     ``flavour`` one of :data:`SERVER_FLAVOURS`; ``repl_delay_ms`` a callable drawing
     each write's replication delay; ``on_change(node)`` is called after every command
-    that changed a master's data; ``on_time(tag, ms)`` after each ``TIME`` a command read;
-    ``on_reset(node)`` when a node drops its connections; ``password``: ``requirepass``.
+    that changed a master's data; ``on_time(tag, ms)`` after each ``TIME`` a script read (its decision time);
+    ``on_reset(node)`` when a node drops its connections; ``on_write(tag)`` before a master
+    runs a write or a script sent by a client (the request may take effect from then on);
+    ``password``: ``requirepass``.
     """
 
     def __init__(
@@ -499,6 +508,7 @@ class SimRedisDeployment:
         on_change: Callable[[SimRedisNode], None],
         on_time: Callable[[object, int], None],
         on_reset: Callable[[SimRedisNode], None],
+        on_write: Callable[[object], None] | None = None,
         password: str = "",
     ) -> None:
         if persistence not in PERSISTENCE or flavour not in SERVER_FLAVOURS:
@@ -511,6 +521,7 @@ class SimRedisDeployment:
         self._on_change = on_change
         self._on_time = on_time
         self._on_reset = on_reset
+        self.on_write = on_write
         self.master = SimRedisNode(self, "node-a")
         self.standby: SimRedisNode | None = SimRedisNode(self, "node-b") if replica else None
         if self.standby is not None:

@@ -9,7 +9,7 @@ import pytest
 
 from invocation_store.adapters import ForwardingStore, MemoryStore, StoreUnavailableError
 from invocation_store.history import HistoryRecorder, HistoryWriter, check_history_lines, decode_history
-from invocation_store.kernel import AdmissionRequest, Limits, RunState
+from invocation_store.kernel import Admission, AdmissionRequest, ErrorCode, Limits, RunState
 from invocation_store.testing import FakeClock
 
 
@@ -71,3 +71,42 @@ def test_writer_appends_whole_lines_and_refuses_after_close(tmp_path: Path) -> N
     assert check_history_lines(path.read_bytes().splitlines(keepends=True)).operations == 1
     with pytest.raises(ValueError, match="closed"):
         first.write({"type": "info"})
+
+
+class _Slow(ForwardingStore):
+    """Forwards to a MemoryStore whose clock moves between the caller's reading and the store's decision."""
+
+    def __init__(self, inner: MemoryStore, clock: FakeClock) -> None:
+        super().__init__(inner)
+        self.clock = clock
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        self.clock.advance(250)  # the request travels: the store decides later than the caller read
+        return super().create(request, limits)
+
+
+def test_the_time_a_store_decided_at_replaces_the_callers_reading(tmp_path: Path) -> None:
+    """CIS-HIST-1: a store that decides on its own clock reports the time; the ok line carries it as
+    ``decided_at_ms`` and the checker replays the operation at it, not at the invocation's ``now_ms``."""
+    clock = FakeClock()
+    path = tmp_path / "h.jsonl"
+    writer = HistoryWriter(path, Limits(), "unit")
+    store = HistoryRecorder(_Slow(MemoryStore(clock), clock), writer, process=1)
+    store.open_run("run-1", deadline_ms=clock.now + 5_000, ttl_ms=10_000, tool_call_budget=2, byte_budget=100)
+    read_at = clock.now
+    request = AdmissionRequest(
+        run_id="run-1", tool_call_id="call_1", tool_name="t", request_json="{}", invocation_token="k"
+    )
+    admitted = store.create(request, Limits())
+    assert isinstance(admitted, Admission)
+    writer.close()
+    raw = path.read_text(encoding="utf-8").splitlines()
+    lines = [json.loads(line) for line in raw]
+    assert lines[3]["args"]["now_ms"] == read_at
+    assert lines[4]["decided_at_ms"] == read_at + 250 == admitted.record.created_at_ms
+    ops = decode_history(raw).ops
+    assert ops[1].now_ms == read_at + 250
+    assert check_history_lines(raw).violation is None
+    # Without the reported time, the kernel replayed at the caller's reading disagrees.
+    stripped = [json.dumps({k: v for k, v in line.items() if k != "decided_at_ms"}) for line in lines]
+    assert check_history_lines(stripped).violation is not None

@@ -158,11 +158,10 @@ def test_hypothesis_finds_and_shrinks_the_caller_clock_fault() -> None:
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(schedules(max_hosts=3, max_steps=30, deployments=[DEPLOYMENTS["memory"], DEPLOYMENTS["redis"]]))
-def test_generated_schedules_keep_the_promises_with_no_open_fix(schedule: Schedule) -> None:
-    """Hypothesis' schedules never overspend, leak, stall or miss a drift window (CIS-SIM-6, CIS-SIM-10)."""
+def test_generated_schedules_keep_every_promise(schedule: Schedule) -> None:
+    """Hypothesis' schedules keep every promise, the history included (CIS-SIM-3..10)."""
     result = simulate(schedule)
-    broken = {v.promise for v in result.violations} & {"budget", "raw", "stalled", "drift"}
-    assert not broken, [v.render() for v in result.violations]
+    assert result.violations == (), [v.render() for v in result.violations]
 
 
 _RESULTS: dict[str, list[SimulationResult]] = {}
@@ -200,11 +199,6 @@ def test_real_code_keeps_its_promises(promise: str) -> None:
     assert _broken(promise, ALL) == []
 
 
-# The promises below are broken by main's code at the time of writing: each fix is
-# being made (issue 19), and strict xfail turns green into a failure the day it lands,
-# so the marker is removed then. The seeds and commands are in the report of issue 27.
-
-
 def test_real_code_never_refuses_a_call_made_once() -> None:
     """A re-sent call whose create reply was lost runs its tool once, not CALL_IN_PROGRESS (CIS-SIM-5)."""
     assert _broken("fate", ALL) == []
@@ -215,9 +209,6 @@ def test_real_code_runs_a_call_once_whatever_the_clocks() -> None:
     assert _broken("once", ALL) == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the recorder cannot see the server-time estimate at which the store judges reads"
-)
 def test_real_code_history_is_linearizable() -> None:
     """Every host's store operations form a linearizable history (CIS-SIM-9)."""
     assert _broken("history", ALL) == []
@@ -236,8 +227,7 @@ def test_real_code_keeps_every_promise_with_one_host_and_no_faults() -> None:
         result = simulate(
             Schedule(seed=3, deployment=base.deployment, hosts=base.hosts, runs=base.runs, steps=steps)
         )
-        broken = [v.render() for v in result.violations if v.promise != "history"]  # see its xfail
-        assert broken == []
+        assert [v.render() for v in result.violations] == []
         assert result.stats["executions"] > 5
 
 

@@ -24,6 +24,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from ..._deadline import attempt_allowed, cleanup_attempt, monotonic, operation_deadline, retry_allowed
+from ..._decided import report_decided_at
 from ...kernel import (
     PROGRESS_FIELDS,
     Admission,
@@ -250,6 +251,12 @@ class AsyncRedisStore:
         if self._clock is None:
             self._server_clock.observe(decided_at, sent, self._server_clock.local_ms())
 
+    def _judged_now(self) -> int:
+        """:meth:`now_ms` as a read judges liveness at it, reported as the read's decision time."""
+        now = self.now_ms()
+        report_decided_at(now)
+        return now
+
     def _given_now(self) -> int | None:
         """The ``now`` a script decides at: the given clock's reading, or None (the server's clock)."""
         return None if self._clock is None else self._clock()
@@ -416,6 +423,7 @@ class AsyncRedisStore:
                 )
                 opened, decided_at = core.finish_open(plan, reply)
                 self._observe(decided_at, sent)
+                report_decided_at(decided_at)
                 return opened
             except FAILURES as exc:
                 failure = await self._failure("open_run", exc)
@@ -438,6 +446,7 @@ class AsyncRedisStore:
                 ended, decided_at = core.finish_end_run(run_id, cancel, reply)
                 if decided_at:
                     self._observe(decided_at, sent)
+                    report_decided_at(decided_at)
                 return ended
             except FAILURES as exc:
                 failure = await self._failure("end_run", exc)
@@ -459,7 +468,7 @@ class AsyncRedisStore:
         try:
             values = await self._io(lambda: self._client.hmget(key, RUN_FIELDS))
             run = core.decode_run(values, run_id)
-            return live(run, self.now_ms())
+            return live(run, self._judged_now())
         except FAILURES as exc:
             failure = await self._failure("get_run", exc)
         raise failure
@@ -500,6 +509,7 @@ class AsyncRedisStore:
             reply, waited = await self._io(functools.partial(self._evalsha, self._create, plan.command)), None
         admitted, decided_at = core.finish_create(plan, core.refuse_corrupt(reply))
         self._observe(decided_at, sent)
+        report_decided_at(decided_at)
         if (
             not self._durability.waits
             or not isinstance(admitted, Admission)
@@ -525,8 +535,10 @@ class AsyncRedisStore:
         (CIS-STORE-10). Raises ``ValueError`` if ``after`` changes an identity field
         (kernel programming error).
         """
+        # The kernel re-checks the script's answer at this time; a live record on the
+        # server's clock is live at it too (it is never ahead of the server).
         plan = core.plan_complete(
-            self._prefix, before, after, self.now_ms(), nonce, server_clock=self._clock is None
+            self._prefix, before, after, self._judged_now(), nonce, server_clock=self._clock is None
         )
         if isinstance(plan, ErrorCode):
             return plan
@@ -558,6 +570,7 @@ class AsyncRedisStore:
         reply, waited = await self._io(lambda: self._send_waited(self._open, command))
         opened, decided_at = core.finish_open(plan, core.refuse_corrupt(reply))
         self._observe(decided_at, sent)
+        report_decided_at(decided_at)
         if isinstance(opened, RunState) and not self._durability.reached(waited):
             LOG.warning(
                 "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
@@ -811,7 +824,7 @@ class AsyncRedisStore:
             failure = await self._failure(operation, exc)
         if failure is not None:
             raise failure
-        now = self.now_ms()
+        now = self._judged_now()
         records = {tcid: live(record, now) for tcid, record in found.items()}
         if corrupt:
             report_corrupt(operation, run_id, corrupt)
@@ -848,7 +861,7 @@ class AsyncRedisStore:
             else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
                 reply = await self._io(lambda: self._hmget_progress(keys, wanted))
             views = core.decode_progress_reply(reply, run_id, wanted)
-            now = self.now_ms()
+            now = self._judged_now()
             for tcid, view in zip(wanted, views, strict=True):
                 result[tcid] = live(view, now)
             return result
@@ -915,7 +928,7 @@ class AsyncRedisStore:
         try:
             values, items = await self._io(round_trip)
             run = core.decode_run(values, run_id)
-            if not is_live(run, self.now_ms()):
+            if not is_live(run, self._judged_now()):
                 return ()
             return core.decode_ids(items)
         except FAILURES as exc:
@@ -949,7 +962,7 @@ class AsyncRedisStore:
 
         try:
             fields, pttl = await self._io(round_trip)
-            return core.finish_ttl(fields, pttl, run_id, tool_call_id, self.now_ms())
+            return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._judged_now())
         except FAILURES as exc:
             failure = await self._failure("ttl_remaining_ms", exc, run_id, tool_call_id)
         raise failure

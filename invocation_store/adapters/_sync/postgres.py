@@ -21,6 +21,7 @@ import psycopg_pool
 from psycopg import sql
 
 from ..._deadline import attempt_allowed, operation_deadline, retry_allowed
+from ..._decided import report_decided_at
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .._postgres_common import CLOCK_SQL, TRANSIENT, DatabaseClock, pause
 from .._protocol import StoreUnavailableError
@@ -141,11 +142,14 @@ class PostgresStore:
         """Run one step of an operation on ``conn`` (the hook fault-injection tests wrap)."""
         if step is NOW:
             if self._clock is not None:
-                return self._clock()
-            cursor = conn.execute(CLOCK_SQL)
-            row = cursor.fetchone()
-            assert row is not None
-            return self._db_clock.observe(int(row[0]))
+                now = self._clock()
+            else:
+                cursor = conn.execute(CLOCK_SQL)
+                row = cursor.fetchone()
+                assert row is not None
+                now = self._db_clock.observe(int(row[0]))
+            report_decided_at(now)  # the operation decides at it (the last attempt's counts)
+            return now
         if isinstance(step, Fetch):
             cursor = conn.execute(step.sql, step.params, prepare=True)
             return cursor.fetchall()
