@@ -208,17 +208,25 @@ def derive(modules: tuple[str, ...] = SDK_MODULES) -> Tables:
 
 
 _CACHE: dict[tuple[str, ...], Tables] = {}
+#: (``len(sys.modules)`` when last looked, the tables then): the parsers ask for the tables
+#: several times per item, and the set of imported modules rarely changes between asks.
+_LAST: list[tuple[int, Tables]] = []
 
 
 def tables() -> Tables:
     """The generated tables, plus what every SDK the process has already imported declares.
 
     Never imports an SDK; an SDK whose unions cannot be read (an unexpected version)
-    adds nothing. Cached per set of imported SDKs.
+    adds nothing. Cached per set of imported SDKs, looked up again only when the
+    number of imported modules has changed.
     """
+    count = len(sys.modules)
+    if _LAST and _LAST[0][0] == count:
+        return _LAST[0][1]
     loaded = tuple(name for name in SDK_MODULES if all(m in sys.modules for m in _NEEDS[name]))
     cached = _CACHE.get(loaded)
     if cached is not None:
+        _LAST[:] = [(count, cached)]
         return cached
     from . import _sdk_tables  # noqa: PLC0415 - generated data, read once
 
@@ -238,6 +246,7 @@ def tables() -> Tables:
         except Exception:  # noqa: BLE001, S112 - an SDK of an unexpected shape adds nothing
             continue
     _CACHE[loaded] = found
+    _LAST[:] = [(count, found)]
     return found
 
 

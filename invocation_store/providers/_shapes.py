@@ -124,11 +124,17 @@ def _block_types(content: object) -> set[str]:
     return kinds
 
 
+_ANTHROPIC_ONLY: dict[int, frozenset[str]] = {}
+
+
 def anthropic_only() -> frozenset[str]:
     """Anthropic block types no other provider declares (``tool_use``, ``thinking``, ...)."""
-    found = tables()
-    shared = set(found.responses_items) | set(found.chat_content) | found.responses_content
-    return frozenset(set(found.anthropic_blocks) - shared)
+    found = tables()  # cached for the process: its id names it
+    only = _ANTHROPIC_ONLY.get(id(found))
+    if only is None:
+        shared = set(found.responses_items) | set(found.chat_content) | found.responses_content
+        only = _ANTHROPIC_ONLY[id(found)] = frozenset(set(found.anthropic_blocks) - shared)
+    return only
 
 
 def _sdk(data: Mapping[str, object]) -> Shape | None:

@@ -205,12 +205,12 @@ def _envelopes(
     calls = []
     for position, raw in enumerate(parts):
         part = plain_item(raw)
-        if trusted and _is_unknown_part(part):
-            assert isinstance(part, Mapping)
-            names = ", ".join(sorted(safe_tag(key) for key in part)[:4]) or "no fields"
-            report_unknown("Gemini", run_id, position, f"a part with {names}")
-            continue
         if not isinstance(part, Mapping) or not (_is_part(part) or _is_function_call(part)):
+            if trusted and _is_unknown_part(part):
+                assert isinstance(part, Mapping)
+                names = ", ".join(sorted(safe_tag(key) for key in part)[:4]) or "no fields"
+                report_unknown("Gemini", run_id, position, f"a part with {names}")
+                continue
             raise ValueError("a Gemini part is not an object with a Part field")
         _own(part)
         if _is_function_call(part) or _function_call(part) is not None:
