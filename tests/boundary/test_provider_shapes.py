@@ -711,3 +711,21 @@ def test_reading_the_tables_imports_no_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_chat_tool_call_of_an_unknown_type_is_answered_not_fatal() -> None:
+    """CIS-ECO-7: a tool call of a type the SDK does not declare gets its own envelope (refused
+    with a code, answered by its id); the message's other calls run."""
+    message = CHAT.choices[0].message.model_dump()
+    message["tool_calls"] = [
+        {"id": "call_h", "type": "hologram", "hologram": {"frames": 3}},
+        *message["tool_calls"],
+    ]
+    found = envelopes_from_openai_chat(message, RUN)
+    assert [e.tool_call_id for e in found] == [
+        "call_h",
+        *(e.tool_call_id for e in envelopes_from_openai_chat(CHAT, RUN)),
+    ]
+    assert found[0].arguments is None
+    assert code_of(found[0]) is ErrorCode.INVALID_ARGUMENTS
+    assert code_of(found[1]) is None
