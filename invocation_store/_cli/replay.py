@@ -113,8 +113,9 @@ DEFAULTS: dict[str, int] = {
 }
 
 #: Largest transcript file read, in bytes (``--max-transcript-bytes``): checked before the
-#: file is read or parsed, so a huge transcript costs a ``stat`` and one bounded read.
-DEFAULT_MAX_TRANSCRIPT_BYTES = 32 * 1024 * 1024
+#: file is read or parsed, so a huge transcript costs a ``stat`` and one bounded read. The
+#: API's limit (``TranscriptFormat.envelopes_from_transcript``) is the same.
+DEFAULT_MAX_TRANSCRIPT_BYTES = providers.DEFAULT_MAX_TRANSCRIPT_BYTES
 
 #: Default data folder when neither ``--data-dir`` nor the transcript names one.
 DEFAULT_DATA_DIR = Path("examples") / "data"

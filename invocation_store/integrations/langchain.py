@@ -10,12 +10,16 @@ Two entry points:
   them: ``tool_call_chunks`` of a streamed ``AIMessageChunk`` (the text as it
   arrived, so a duplicate member name, a truncated or a trailing-text argument is
   INVALID_ARGUMENTS rather than LangChain's partial parse), ``partial_json`` of a
-  streamed ``ChatAnthropic`` message's ``tool_use`` blocks, and
-  ``additional_kwargs["tool_calls"]`` (older OpenAI integrations). A non-streamed
-  ``ChatOpenAI`` message (``invoke``, also with ``streaming=True``) keeps no raw
-  text of its valid calls: there the parse is all there is (a duplicate member
-  name has collapsed). Pass the aggregated ``AIMessageChunk`` of ``stream()`` to
-  keep the text;
+  streamed ``ChatAnthropic`` message's ``tool_use`` blocks, ``arguments`` of the
+  ``function_call`` content blocks of ``ChatOpenAI(use_responses_api=True)``
+  (default and ``responses/v1`` output), and ``additional_kwargs["tool_calls"]``
+  (older OpenAI integrations). A non-streamed Chat Completions ``ChatOpenAI``
+  message (``invoke``, also with ``streaming=True``), and a Responses-mode one with
+  ``output_version="v1"`` or ``"v0"``, keeps no raw text of its valid calls: there
+  the parse is all there is (a duplicate member name has collapsed). Pass the
+  aggregated ``AIMessageChunk`` of ``stream()`` to keep the text. A Responses
+  ``custom_tool_call`` (free-form input) is answered INVALID_ARGUMENTS, never run
+  with LangChain's ``{"__arg1": input}``;
 - :func:`boundary_tool`: a ``BaseTool`` for LangChain's own executors (e.g. a
   LangGraph ``ToolNode``), called with a ``ToolCall``; it returns a ``ToolMessage``.
 
@@ -66,29 +70,58 @@ __all__ = ["BoundaryTool", "atool_messages", "boundary_tool", "envelopes_from_la
 _OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
 
 
-def _raw_texts(message: AIMessage) -> dict[str, str]:
-    """id -> raw arguments text, in the model's order, from wherever langchain-core keeps
-    what the model sent (see the module docstring): ``tool_call_chunks`` (a streamed
-    ``AIMessageChunk``), Anthropic ``tool_use`` content blocks' ``partial_json`` (a
-    streamed ``ChatAnthropic`` message), OpenAI-style ``additional_kwargs["tool_calls"]``."""
-    found: dict[str, str] = {}
+def _raw_texts(message: AIMessage) -> tuple[dict[str, str], set[str], list[str]]:
+    """What the model sent, from wherever langchain-core keeps it (see the module docstring).
+
+    Returns ``(texts, custom, order)``: id -> raw arguments text, from
+    ``tool_call_chunks`` (a streamed ``AIMessageChunk``), Anthropic ``tool_use``
+    content blocks' ``partial_json`` (a streamed ``ChatAnthropic`` message), OpenAI
+    Responses ``function_call`` content blocks' ``arguments`` (``ChatOpenAI`` with
+    ``use_responses_api=True``, default and ``responses/v1`` output), OpenAI-style
+    ``additional_kwargs["tool_calls"]``; the ids of Responses ``custom_tool_call``
+    blocks (free-form input, which LangChain turns into ``{"__arg1": input}``), also
+    inside a ``non_standard`` block (``v1`` output); and every id in the order met
+    (``v1`` output's ``tool_call`` blocks give the order, never a text).
+    """
+    texts: dict[str, str] = {}
+    custom: set[str] = set()
+    order: list[str] = []
+
+    def found(call_id: object, text: object = None) -> None:
+        if not isinstance(call_id, str):
+            return
+        if call_id not in order:
+            order.append(call_id)
+        if isinstance(text, str):
+            texts.setdefault(call_id, text)
+
     for chunk in getattr(message, "tool_call_chunks", None) or ():
-        chunk_id, args = chunk.get("id"), chunk.get("args")
-        if isinstance(chunk_id, str) and isinstance(args, str):
-            found.setdefault(chunk_id, args)
+        found(chunk.get("id"), chunk.get("args"))
     content = message.content
-    for block in content if isinstance(content, list) else ():
-        if isinstance(block, Mapping) and block.get("type") == "tool_use":
-            block_id, partial = block.get("id"), block.get("partial_json")
-            if isinstance(block_id, str) and isinstance(partial, str) and partial:
-                found.setdefault(block_id, partial)
+    for item in content if isinstance(content, list) else ():
+        if not isinstance(item, Mapping):
+            continue
+        wrapped = item.get("value") if item.get("type") == "non_standard" else None
+        block = wrapped if isinstance(wrapped, Mapping) else item
+        kind = block.get("type")
+        if kind == "tool_use":
+            partial = block.get("partial_json")
+            found(block.get("id"), partial if isinstance(partial, str) and partial else None)
+        elif kind == "function_call":
+            found(block.get("call_id"), block.get("arguments"))
+        elif kind == "custom_tool_call":
+            found(block.get("call_id"))
+            if isinstance(block.get("call_id"), str):
+                custom.add(block["call_id"])
+        elif kind in ("tool_call", "invalid_tool_call"):
+            found(block.get("id"))  # ``v1`` output's standard blocks: the order only
     calls = message.additional_kwargs.get("tool_calls")
     for item in calls if isinstance(calls, list) else ():
         function = item.get("function") if isinstance(item, Mapping) else None
         arguments = function.get("arguments") if isinstance(function, Mapping) else None
-        if isinstance(item, Mapping) and isinstance(item.get("id"), str) and isinstance(arguments, str):
-            found.setdefault(item["id"], arguments)
-    return found
+        if isinstance(item, Mapping):
+            found(item.get("id"), arguments)
+    return texts, custom, order
 
 
 def _anthropic_inputs(message: AIMessage) -> dict[str, object]:
@@ -131,10 +164,14 @@ def envelopes_from_langchain(
     in the model's order where the message kept it (else valid calls first) (CIS-ECO-4).
 
     Arguments, first found: the raw text langchain-core kept for the id
-    (``tool_call_chunks``, an Anthropic block's ``partial_json``,
-    ``additional_kwargs["tool_calls"]``); an Anthropic ``tool_use`` block's ``input``
-    object; an invalid call's ``args`` text; else (no raw text kept, e.g.
-    ``ChatOpenAI.invoke``) the parsed ``args``. Objects are serialized measured
+    (``tool_call_chunks``, an Anthropic block's ``partial_json``, a Responses
+    ``function_call`` block's ``arguments``, ``additional_kwargs["tool_calls"]``); an
+    Anthropic ``tool_use`` block's ``input`` object; an invalid call's ``args`` text;
+    else (no raw text kept, e.g. Chat Completions ``ChatOpenAI.invoke``, or Responses
+    mode with ``output_version="v1"`` or ``"v0"``) the parsed ``args``. A Responses
+    ``custom_tool_call`` (LangChain's ``{"__arg1": input}``) gets ``arguments=None``
+    (INVALID_ARGUMENTS: free-form input is no JSON object), as
+    ``envelopes_from_openai_responses`` answers it. Objects are serialized measured
     against ``request_bytes`` (default the kernel's). A message that stopped on its
     output limit (``finish_reason: length``, ``stop_reason: max_tokens``) gets
     ``arguments=None`` for its last call (INVALID_ARGUMENTS: it may be cut).
@@ -142,13 +179,15 @@ def envelopes_from_langchain(
     """
     if not isinstance(message, AIMessage):
         raise TypeError("expected a langchain_core AIMessage")
-    raw = _raw_texts(message)
+    raw, custom, seen = _raw_texts(message)
     inputs = _anthropic_inputs(message)
     envelopes = []
     for call in message.tool_calls:
         call_id = call.get("id")
         text = raw.get(call_id) if isinstance(call_id, str) else None
-        if text is None:
+        if isinstance(call_id, str) and call_id in custom:
+            text = None  # a custom tool's free-form input is no JSON object: INVALID_ARGUMENTS
+        elif text is None:
             parsed = inputs[call_id] if isinstance(call_id, str) and call_id in inputs else call.get("args")
             text = serialize_object(parsed, request_bytes)
         envelopes.append(_envelope(run_id, call_id, call.get("name"), text))
@@ -159,8 +198,12 @@ def envelopes_from_langchain(
         arguments = text if text is not None else (args if isinstance(args, str) else None)
         envelopes.append(_envelope(run_id, tool_call_id, invalid.get("name"), arguments))
     # The model's order where the message kept it; LangChain lists invalid calls last.
-    order = {tool_call_id: index for index, tool_call_id in enumerate(raw)}
-    ordered = sorted(envelopes, key=lambda e: order.get(e.tool_call_id or "", len(order)))
+    # Only a complete order is used: a partial one (``v0`` output lists only its custom calls'
+    # blocks) would move the calls it names before the others.
+    order = {tool_call_id: index for index, tool_call_id in enumerate(seen)}
+    ordered = envelopes
+    if all(e.tool_call_id in order for e in envelopes):
+        ordered = sorted(envelopes, key=lambda e: order[e.tool_call_id or ""])
     if ordered and _cut(message):
         last = ordered[-1]
         ordered[-1] = _envelope(run_id, last.tool_call_id, last.tool_name, None)

@@ -11,10 +11,13 @@ One module per provider API: :mod:`~invocation_store.providers.openai_chat`
   and the natural sub-objects; anything else raises ``TypeError``/``ValueError``
   (see :mod:`invocation_store.providers._common`): another provider's object names
   the parser to use, a streamed piece asks to be accumulated first
-  (:mod:`invocation_store.providers._shapes`), and every call item gets an envelope.
-  Object arguments are measured against ``request_bytes`` while serialized. Ids are kept byte for byte; a
-  missing id stays missing (MISSING_TOOL_CALL_ID), never generated (CIS-ID-2,
-  CIS-ID-4, CIS-ID-6);
+  (:mod:`invocation_store.providers._shapes`), every call item gets an envelope, and
+  an item of a kind this version does not know is reported and skipped. Object
+  arguments are measured against ``request_bytes`` while serialized, typed objects
+  included (read field by field, never dumped in full); JSON text over
+  ``max_text_bytes`` (default 32 MiB) is refused before it is decoded. Ids are
+  kept byte for byte; a missing id stays missing (MISSING_TOOL_CALL_ID), never
+  generated (CIS-ID-2, CIS-ID-4, CIS-ID-6);
 - a builder of the tool-result message the provider expects from the envelope and
   its :class:`~invocation_store.boundary.BoundaryResult` (CIS-ECO-3);
 - its transcript format, in :data:`FORMATS` (detection order) for the CLI's
@@ -27,7 +30,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import anthropic, gemini, openai_chat, openai_responses
-from ._formats import TranscriptFormat, TranscriptShapeError
+from ._common import DEFAULT_MAX_TEXT_BYTES
+from ._formats import DEFAULT_MAX_TRANSCRIPT_BYTES, TranscriptFormat, TranscriptShapeError
 from ._results import agent_payload, agent_text
 from .anthropic import (
     anthropic_tool_result,
@@ -47,10 +51,13 @@ from .openai_responses import (
     envelopes_from_openai_responses,
     openai_responses_call_outputs,
     openai_responses_call_types,
+    openai_responses_failure_note,
     openai_responses_function_call_output,
 )
 
 __all__ = [
+    "DEFAULT_MAX_TEXT_BYTES",
+    "DEFAULT_MAX_TRANSCRIPT_BYTES",
     "FORMATS",
     "TranscriptFormat",
     "TranscriptShapeError",
@@ -72,6 +79,7 @@ __all__ = [
     "openai_chat_tool_message",
     "openai_responses_call_outputs",
     "openai_responses_call_types",
+    "openai_responses_failure_note",
     "openai_responses_function_call_output",
     "transcript_format",
 ]

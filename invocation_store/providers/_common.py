@@ -30,37 +30,100 @@ from collections.abc import Iterator, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
-from ..kernel import Limits, ToolCallEnvelope
+from .._logs import package_logger
+from ..kernel import Limits, ToolCallEnvelope, is_safe_id
 from ..kernel._ijson import DuplicateMembers, load_document
 
 _ENCODE_STRING = encode_basestring
 
 __all__ = [
+    "DEFAULT_MAX_TEXT_BYTES",
+    "DEFAULT_REQUEST_BYTES",
     "DuplicateMembers",
+    "Fields",
     "document",
     "envelope",
     "get",
     "identifier",
     "items",
+    "model_fields",
     "oversized_text",
     "plain",
     "plain_item",
+    "report_unknown",
+    "safe_tag",
     "serialize_object",
     "text",
+    "text_size_error",
 ]
 
 
-def plain(value: object) -> object:
-    """``value`` as decoded-JSON data: a typed SDK object through ``model_dump()``.
+class Fields(dict[str, object]):
+    """A typed SDK object's fields, one level deep: its own values, nothing dumped (CIS-SIZE-2).
 
-    Mappings, lists, strings, numbers and None are returned as they are; an object
-    whose class has a callable ``model_dump`` is dumped (python mode, so NaN and
-    duplicates cannot hide behind pydantic's JSON serialization). A ``model_dump``
-    that raises is a ``TypeError`` naming the class. Anything else is returned as
-    is, for the caller to refuse or to treat as a malformed item.
+    The keys are those ``model_dump()`` gives (field names, computed fields, extras);
+    the values are the object's own attributes, so a nested model is still a model
+    (read through :func:`plain` when it is reached) and an arguments ``dict`` is the
+    SDK's own, measured by :func:`serialize_object` as it is written. ``module`` and
+    ``name`` are the class's, by which :mod:`._shapes` knows the provider.
+    """
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, values: Mapping[str, object], module: str, name: str) -> None:
+        super().__init__(values)
+        self.module = module
+        self.name = name
+
+
+def model_fields(value: object) -> Fields | None:
+    """The :class:`Fields` of a pydantic (v2) model instance, None for anything else.
+
+    Reads the class's ``model_fields`` (fields excluded from dumps are left out),
+    ``model_computed_fields`` and the instance's extras: O(number of fields), whatever
+    the values hold. Raises ``TypeError`` naming the class when an attribute cannot be
+    read.
+    """
+    cls = type(value)
+    declared = getattr(cls, "model_fields", None)
+    if not isinstance(declared, dict):
+        return None
+    values: dict[str, object] = {}
+    try:
+        for name, info in declared.items():
+            if getattr(info, "exclude", None) is True:
+                continue
+            try:
+                values[name] = getattr(value, name)
+            except AttributeError:  # a model_construct()-ed object without the field
+                continue
+        computed = getattr(cls, "model_computed_fields", None)
+        for name in computed if isinstance(computed, dict) else ():
+            values[name] = getattr(value, name)
+        extra = getattr(value, "__pydantic_extra__", None)
+        if isinstance(extra, dict):
+            values.update(extra)
+    except Exception:  # noqa: BLE001 - reported as the caller's TypeError, with the type only
+        raise TypeError(f"the fields of {_type_name(value)} cannot be read; pass its JSON instead") from None
+    return Fields(values, str(cls.__module__), str(cls.__name__))
+
+
+def plain(value: object) -> object:
+    """``value`` as decoded-JSON-like data, one level deep (CIS-ECO-1, CIS-SIZE-2).
+
+    Mappings, lists, strings, numbers and None are returned as they are. A pydantic
+    model (the SDKs' typed objects) becomes its :class:`Fields`: nothing below its own
+    fields is read, so a huge argument object costs nothing until it is measured.
+    Another object whose class has a callable ``model_dump`` is dumped in full (python
+    mode, so NaN and duplicates cannot hide behind a JSON serialization). A field or
+    ``model_dump`` that cannot be read is a ``TypeError`` naming the class. Anything
+    else is returned as is, for the caller to refuse or to treat as a malformed item.
     """
     if isinstance(value, Mapping | list | tuple | str | bytes | int | float) or value is None:
         return value
+    fields = model_fields(value)
+    if fields is not None:
+        return fields
     dump = getattr(type(value), "model_dump", None)
     if not callable(dump):
         return value
@@ -71,29 +134,71 @@ def plain(value: object) -> object:
 
 
 def plain_item(value: object) -> object:
-    """One list item as plain data; an item whose ``model_dump`` fails is None (malformed)."""
+    """One list item as plain data; an item whose fields cannot be read is None (malformed)."""
     try:
         return plain(value)
     except TypeError:
         return None
 
 
-def document(value: object, expected: str) -> Mapping[str, object] | Sequence[object]:
-    """The object or list a parser reads, from any accepted input (CIS-ECO-1).
+#: The largest JSON text a parser decodes when not told one (``max_text_bytes``), in UTF-8
+#: bytes: 32 MiB, the command line's transcript limit too. A model turn holding 128 calls
+#: at the default 256 KiB request limit fits.
+DEFAULT_MAX_TEXT_BYTES: int = 32 * 1024 * 1024
 
-    JSON text (``str``, UTF-8 ``bytes``) is decoded by the I-JSON document decoder;
-    an SDK object is dumped. Raises ``ValueError`` for text that is not JSON, or JSON
-    that is neither an object nor an array, and ``TypeError`` for anything else;
-    both messages name ``expected``.
+
+def text_size_error(size: int | None, limit: int, expected: str) -> ValueError:
+    """The error for JSON text over ``limit`` bytes (``size``: its size when known)."""
+    over = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+    return ValueError(
+        f"expected {expected}: the JSON text is {over}, over the limit of {limit} UTF-8 bytes "
+        "(max_text_bytes); it was not decoded"
+    )
+
+
+def _checked_text(value: str, limit: int, expected: str) -> str:
+    """``value`` after its UTF-8 size is checked against ``limit``, before any decoding.
+
+    A text of more code points than the limit is refused by its length alone (each
+    code point is at least one byte); otherwise its bytes are counted (a lone
+    surrogate as the three bytes it would take), which is bounded by the limit.
     """
+    length = str.__len__(value)
+    if length > limit:
+        raise text_size_error(None, limit, expected)
+    if not value.isascii():
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise text_size_error(size, limit, expected)
+    return value
+
+
+def document(
+    value: object, expected: str, max_text_bytes: int | None = None
+) -> Mapping[str, object] | Sequence[object]:
+    """The object or list a parser reads, from any accepted input (CIS-ECO-1, CIS-SIZE-2).
+
+    JSON text (``str``, UTF-8 ``bytes``) larger than ``max_text_bytes`` UTF-8 bytes
+    (default :data:`DEFAULT_MAX_TEXT_BYTES`) is refused with ``ValueError`` before it
+    is decoded, so time and memory are bounded by the limit; within it, it is decoded
+    by the I-JSON document decoder. A typed SDK object is read as its
+    :class:`Fields` (nothing below them is dumped). Raises ``ValueError`` for text
+    that is not JSON, or JSON that is neither an object nor an array, and
+    ``TypeError`` for anything else; the messages name ``expected``.
+    """
+    limit = DEFAULT_MAX_TEXT_BYTES if max_text_bytes is None else max_text_bytes
     if isinstance(value, bytes | bytearray | memoryview):
+        size = memoryview(value).nbytes
+        if size > limit:
+            raise text_size_error(size, limit, expected)
         try:
             value = bytes(value).decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError(f"expected {expected}: the bytes are not UTF-8 JSON text") from None
     if isinstance(value, str):
+        checked = _checked_text(str.__str__(value), limit, expected)
         try:
-            value = load_document(str.__str__(value))
+            value = load_document(checked)
         except json.JSONDecodeError as exc:
             raise ValueError(
                 f"expected {expected}: the text is not JSON ({exc.msg} at line {exc.lineno}, "
@@ -105,7 +210,7 @@ def document(value: object, expected: str) -> Mapping[str, object] | Sequence[ob
             raise ValueError(f"expected {expected}: the JSON text is a {_json_type(value)}")
         return value
     data = plain(value)
-    if isinstance(data, DuplicateMembers) or type(data) in (dict, list, tuple):
+    if isinstance(data, DuplicateMembers | Fields) or type(data) in (dict, list, tuple):
         return data  # type: ignore[return-value]
     if isinstance(data, Mapping | list | tuple):
         # A mapping or list of another class is read once, into a plain copy, so that
@@ -185,10 +290,18 @@ def serialize_object(value: object, request_bytes: int | None = None, max_depth:
       ``max_depth``, a member name that is not a string, an integer past Python's
       conversion limit, a value of no JSON type): INVALID_ARGUMENTS.
 
-    Members are written in sorted order, so which of the two refusals a call meets
-    (both before any record or execution) is decided by that fixed order.
+    ``value`` may be a typed SDK object (a pydantic model), and so may any value inside:
+    each is read through its fields (:func:`model_fields`) when it is reached, never
+    dumped in full first. Members are written in sorted order, so which of the two
+    refusals a call meets (both before any record or execution) is decided by that
+    fixed order.
     """
     limit = DEFAULT_REQUEST_BYTES if request_bytes is None else request_bytes
+    if not isinstance(value, Mapping):
+        try:
+            value = model_fields(value)
+        except TypeError:
+            return None
     if not isinstance(value, Mapping) or isinstance(value, DuplicateMembers):
         return None
     try:
@@ -314,7 +427,13 @@ class _MeasuredWriter:
             self._add("[")
             stack.append((enumerate(node), "]", depth, False))
         else:
-            raise _ViolationError  # no JSON type
+            try:
+                fields = model_fields(node)  # a typed SDK value: its fields, as model_dump() gives
+            except TypeError:
+                fields = None
+            if fields is None:
+                raise _ViolationError  # no JSON type
+            self._value(dict(fields), depth, stack)
 
 
 _END = object()
@@ -331,6 +450,39 @@ def _encode_string(text: str) -> str:
         except UnicodeEncodeError:
             raise _ViolationError from None
     return _ENCODE_STRING(text)
+
+
+def safe_tag(kind: object) -> str:
+    """A type tag or field name fit for a message or a log record (at most 64 printable
+    ASCII characters, no quotes, braces or backslashes), else ``"unknown"``."""
+    if not issubclass(type(kind), str):
+        return "unknown"
+    tag = str.__str__(kind)
+    ok = tag.isascii() and tag.isprintable() and 0 < len(tag) <= 64 and not set(tag) & set("{}\"'\\")
+    return tag if ok else "unknown"
+
+
+#: Where a parser reports an item it skipped (CIS-OBS-2: ``run_id`` on the record).
+_LOG = package_logger("invocation_store.providers")
+
+
+def report_unknown(provider: str, run_id: object, position: int, what: str) -> None:
+    """Report one item of a kind this version does not know, skipped without stopping the turn.
+
+    CIS-ECO-7, CIS-OBS-2. A WARNING on the logger ``invocation_store.providers``:
+    ``"<provider>: skipped item <position> (<what>), a kind this version does not
+    know; the turn's other calls are read"``, with ``run_id`` (the safe run id, else
+    None) and ``tool_call_id`` None on the record. ``what`` names the item's type tag
+    or fields, already made safe (:func:`safe_tag`); no payload is logged.
+    """
+    safe_run = str.__str__(run_id) if issubclass(type(run_id), str) and is_safe_id(run_id) else None
+    _LOG.warning(
+        "%s: skipped item %d (%s), a kind this version does not know; the turn's other calls are read",
+        provider,
+        position,
+        what,
+        extra={"run_id": safe_run, "tool_call_id": None},
+    )
 
 
 def envelope(

@@ -16,9 +16,20 @@ from typing import Any
 from attrs import frozen
 
 from ..kernel import ToolCallEnvelope
-from ._common import document
+from ._common import DEFAULT_MAX_TEXT_BYTES, document
 
-__all__ = ["TranscriptFormat", "TranscriptShapeError", "has_block", "messages"]
+__all__ = [
+    "DEFAULT_MAX_TRANSCRIPT_BYTES",
+    "TranscriptFormat",
+    "TranscriptShapeError",
+    "has_block",
+    "messages",
+]
+
+#: The largest transcript text read, in UTF-8 bytes, when not told one: 32 MiB, for the API
+#: (:meth:`TranscriptFormat.envelopes_from_transcript`) and the command line
+#: (``invocation-store replay --max-transcript-bytes``) alike (CIS-SIZE-2).
+DEFAULT_MAX_TRANSCRIPT_BYTES: int = DEFAULT_MAX_TEXT_BYTES
 
 
 class TranscriptShapeError(ValueError):
@@ -44,10 +55,22 @@ class TranscriptFormat:
     envelope: Callable[[object, str, int | None], ToolCallEnvelope]
 
     def envelopes_from_transcript(
-        self, transcript: object, run_id: str, *, request_bytes: int | None = None
+        self,
+        transcript: object,
+        run_id: str,
+        *,
+        request_bytes: int | None = None,
+        max_text_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES,
     ) -> list[ToolCallEnvelope]:
-        """Every call of ``transcript`` (JSON text, or the decoded object) as an envelope, in order."""
-        decoded = document(transcript, f"a {self.name} transcript (a JSON object)")
+        """Every call of ``transcript`` (JSON text, or the decoded object) as an envelope, in order.
+
+        CIS-PRE-7, CIS-SIZE-2. JSON text (``str`` or UTF-8 ``bytes``) over
+        ``max_text_bytes`` UTF-8 bytes (default :data:`DEFAULT_MAX_TRANSCRIPT_BYTES`, the
+        command line's limit) raises ``ValueError`` before it is decoded; a decoded
+        object was already paid for by whoever decoded it. Object arguments are
+        measured against ``request_bytes`` (None: the kernel's default).
+        """
+        decoded = document(transcript, f"a {self.name} transcript (a JSON object)", max_text_bytes)
         if not isinstance(decoded, Mapping):
             raise ValueError(f"a {self.name} transcript is a JSON object, not an array")
         return [self.envelope(item, run_id, request_bytes) for item in self.call_items(decoded)]

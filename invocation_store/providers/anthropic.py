@@ -14,9 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..kernel import ToolCallEnvelope
-from ._common import document, envelope, get, items, plain_item, serialize_object
+from ._common import document, envelope, get, items, plain_item, report_unknown, safe_tag, serialize_object
 from ._formats import TranscriptFormat, TranscriptShapeError, has_block, messages
 from ._results import agent_text, checked_pair, required_id
+from ._sdk_types import tables
 from ._shapes import ANTHROPIC, recognise, wrong_provider
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ _CUT = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 
 def envelope_from_anthropic(
-    block: object, run_id: str, *, request_bytes: int | None = None
+    block: object, run_id: str, *, request_bytes: int | None = None, max_text_bytes: int | None = None
 ) -> ToolCallEnvelope:
     """One Anthropic Messages ``tool_use`` content block (CIS-PRE-7, CIS-ECO-1, CIS-ECO-2).
 
@@ -77,12 +78,13 @@ def envelope_from_anthropic(
     while measured against ``request_bytes`` (default the kernel's; pass the
     boundary's ``limits.request_bytes``): past it the walk stops and preflight
     answers REQUEST_TOO_LARGE. A non-object input, an input breaking I-JSON, or a
-    block of another type gets ``arguments=None`` (INVALID_ARGUMENTS). Raises
+    block of another type gets ``arguments=None`` (INVALID_ARGUMENTS). JSON text over
+    ``max_text_bytes`` (default 32 MiB) is refused before it is decoded. Raises
     ``ValueError`` for another provider's object (naming its parser), a stream event,
     a whole Message (use :func:`envelopes_from_anthropic`); ``TypeError`` for a
     non-object.
     """
-    data = document(block, _ONE)
+    data = document(block, _ONE, max_text_bytes)
     if not isinstance(data, Mapping):
         raise ValueError(f"expected {_ONE}; got a list")
     _own(data)
@@ -92,22 +94,28 @@ def envelope_from_anthropic(
 
 
 def envelopes_from_anthropic(
-    message: object, run_id: str, *, request_bytes: int | None = None
+    message: object, run_id: str, *, request_bytes: int | None = None, max_text_bytes: int | None = None
 ) -> list[ToolCallEnvelope]:
     """Every ``tool_use`` block of an assistant turn, in order (CIS-PRE-7, CIS-ECO-1).
 
-    Accepts a ``Message`` (``{"content": [...]}``), its content list, or one block,
-    as typed objects, dicts or JSON text. Text, thinking and server-side tool blocks
-    (``server_tool_use``) are skipped; a string ``content`` has no calls. A Message
-    that stopped on ``max_tokens`` (or the context window) may end in a cut
-    ``tool_use``: that last block gets ``arguments=None`` (INVALID_ARGUMENTS), never
-    run, still answered. Raises ``ValueError`` for a Message without
+    Accepts a ``Message`` or beta ``BetaMessage`` (``{"content": [...]}``), its
+    content list, or one block, as typed objects, dicts or JSON text. Every block
+    type the SDK declares (beta ones included: ``compaction``, ``mcp_tool_listing``,
+    ...) other than ``tool_use`` is skipped: text, thinking, server-side tool blocks
+    (``server_tool_use``, ``mcp_tool_use``, run by the provider); a string
+    ``content`` has no calls. A block of a type this version does not know is
+    reported (:func:`~._common.report_unknown`: a WARNING naming its type) and
+    skipped: the turn's other calls are read. A Message that stopped on
+    ``max_tokens`` (or the context window) may end in a cut ``tool_use``: that last
+    block gets ``arguments=None`` (INVALID_ARGUMENTS), never run, still answered.
+    Raises ``ValueError`` for a Message without
     ``stop_reason`` (a stream snapshot), a stream event or a list of them
     ("accumulate the stream first"), another provider's object or a list of them
     (naming its parser), a block that is not an object with a type;
-    ``TypeError`` for a non-object.
+    ``TypeError`` for a non-object. JSON text over ``max_text_bytes`` (default 32
+    MiB) is refused before it is decoded.
     """
-    data = document(message, _MANY)
+    data = document(message, _MANY, max_text_bytes)
     cut = False
     if isinstance(data, Mapping):
         _own(data)
@@ -128,7 +136,10 @@ def envelopes_from_anthropic(
             _own(block)
         if not isinstance(block, Mapping) or not _is_block(block):
             raise ValueError("an Anthropic content block is not an object with a block type")
-        if get(block, "type") == "tool_use":
+        kind = get(block, "type")
+        if kind != "tool_use" and kind not in tables().anthropic_blocks:
+            report_unknown("Anthropic", run_id, index, f"type {safe_tag(kind)}")
+        if kind == "tool_use":
             found = _call(block, run_id, request_bytes)
             if cut and index == len(blocks) - 1:
                 found = ToolCallEnvelope(

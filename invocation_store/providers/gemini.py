@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..kernel import ToolCallEnvelope
 from ..kernel._ijson import DuplicateMembers
-from ._common import document, envelope, get, items, plain_item, serialize_object
+from ._common import document, envelope, get, items, plain_item, report_unknown, safe_tag, serialize_object
 from ._formats import TranscriptFormat, TranscriptShapeError
 from ._results import agent_payload, checked_pair
-from ._shapes import GEMINI, GEMINI_CALL_FIELDS, GEMINI_PART_FIELDS, recognise, wrong_provider
+from ._sdk_types import tables
+from ._shapes import GEMINI, recognise, wrong_provider
 
 if TYPE_CHECKING:
     from ..boundary import BoundaryResult
@@ -50,12 +51,25 @@ def _function_call(part: object) -> object:
 def _is_function_call(data: Mapping[str, Any]) -> bool:
     """A bare FunctionCall object (``response.function_calls[i]``): ``name`` and only
     FunctionCall fields, no ``type`` (which every OpenAI and Anthropic call has)."""
-    return "name" in data and set(data.keys()) <= GEMINI_CALL_FIELDS
+    return "name" in data and set(data.keys()) <= tables().gemini_call_fields
 
 
 def _is_part(data: Mapping[str, Any]) -> bool:
-    """A Part: no ``type`` tag, and at least one Part field."""
-    return "type" not in data and bool(set(data.keys()) & GEMINI_PART_FIELDS)
+    """A Part: no ``type`` tag, and at least one Part field (the SDK's ``Part`` fields)."""
+    return "type" not in data and bool(set(data.keys()) & tables().gemini_part_fields)
+
+
+def _is_unknown_part(data: object) -> bool:
+    """An object without a ``type`` tag, none of whose fields this version knows: a part of
+    a newer kind (``{"audioTranscription": ...}`` before the SDK named it), or an empty one."""
+    return (
+        isinstance(data, Mapping)
+        and "type" not in data
+        and all(isinstance(key, str) for key in data)
+        and recognise(data) is None
+        and not _is_part(data)
+        and not _is_function_call(data)
+    )
 
 
 def _unfinished(call: object) -> bool:
@@ -94,18 +108,21 @@ def _own(data: Mapping[str, Any]) -> None:
         raise wrong_provider(shape)
 
 
-def envelope_from_gemini(part: object, run_id: str, *, request_bytes: int | None = None) -> ToolCallEnvelope:
+def envelope_from_gemini(
+    part: object, run_id: str, *, request_bytes: int | None = None, max_text_bytes: int | None = None
+) -> ToolCallEnvelope:
     """One Gemini ``functionCall`` part, or a bare ``FunctionCall`` (CIS-PRE-7, CIS-ECO-1, CIS-ECO-2).
 
     ``args`` are serialized while measured against ``request_bytes`` (default the
     kernel's; pass the boundary's ``limits.request_bytes``): past it the walk stops
     and preflight answers REQUEST_TOO_LARGE. Args that are not an object, or break
-    I-JSON, get ``arguments=None`` (INVALID_ARGUMENTS). Raises ``ValueError`` for an
-    unfinished streamed call (``partial_args``/``will_continue``: "accumulate the
+    I-JSON, get ``arguments=None`` (INVALID_ARGUMENTS). JSON text over
+    ``max_text_bytes`` (default 32 MiB) is refused before it is decoded. Raises
+    ``ValueError`` for an unfinished streamed call (``partial_args``/``will_continue``: "accumulate the
     stream first"), another provider's object (naming its parser), a whole response
     or Content (use :func:`envelopes_from_gemini`); ``TypeError`` for a non-object.
     """
-    data = document(part, _ONE)
+    data = document(part, _ONE, max_text_bytes)
     if not isinstance(data, Mapping):
         raise ValueError(f"expected {_ONE}; got a list")
     _own(data)
@@ -127,7 +144,7 @@ def _parts_of_response(data: Mapping[str, Any]) -> Sequence[object]:
 
 
 def envelopes_from_gemini(
-    response: object, run_id: str, *, request_bytes: int | None = None
+    response: object, run_id: str, *, request_bytes: int | None = None, max_text_bytes: int | None = None
 ) -> list[ToolCallEnvelope]:
     """Every function call of a model turn, in order (CIS-PRE-7, CIS-ECO-1).
 
@@ -136,26 +153,30 @@ def envelopes_from_gemini(
     unless marked unfinished), a ``Content`` (``{"role": "model", "parts":
     [...]}``), a list of parts or of ``FunctionCall`` objects
     (``response.function_calls``), or one part, as typed objects, dicts or JSON text.
-    Parts without a function call (text, thoughts) are skipped. Raises
-    ``ValueError`` for an unfinished streamed call (``partial_args`` /
+    Parts without a function call (text, thoughts) are skipped. A part none of whose
+    fields this version knows (a newer kind of part), inside a response or Content or
+    beside known parts, is reported (:func:`~._common.report_unknown`: a WARNING
+    naming its fields) and skipped: the turn's function calls are still read. JSON
+    text over ``max_text_bytes`` (default 32 MiB) is refused before it is decoded.
+    Raises ``ValueError`` for an unfinished streamed call (``partial_args`` /
     ``will_continue``: "accumulate the stream first"), a list of Contents or a
     request's ``contents`` (a conversation: pass the model's turn), another
     provider's object or a list of them (naming its parser), a part that is not an
-    object with a Part field; ``TypeError`` for a non-object.
+    object, and a list none of whose items is a known Gemini part or FunctionCall;
+    ``TypeError`` for a non-object.
     """
-    data = document(response, _MANY)
+    data = document(response, _MANY, max_text_bytes)
     if isinstance(data, Mapping):
         _own(data)
         if "contents" in data:
             raise ValueError("this is a Gemini request's contents (a conversation): pass the model's Content")
         if "candidates" in data:
-            parts: Sequence[object] = _parts_of_response(data)
-        elif "parts" in data:
-            parts = items(get(data, "parts"), "'parts'")
-        elif _is_part(data) or _is_function_call(data):
-            parts = [data]
-        else:
+            return _envelopes(_parts_of_response(data), run_id, request_bytes, trusted=True)
+        if "parts" in data:
+            return _envelopes(items(get(data, "parts"), "'parts'"), run_id, request_bytes, trusted=True)
+        if not (_is_part(data) or _is_function_call(data)):
             raise ValueError(f"expected {_MANY}; got an object of another shape")
+        parts: Sequence[object] = [data]
     else:
         plain_parts = [plain_item(raw) for raw in data]
         for part in plain_parts:
@@ -165,19 +186,31 @@ def envelopes_from_gemini(
             chunks: list[ToolCallEnvelope] = []
             for chunk in plain_parts:
                 assert isinstance(chunk, Mapping)
-                chunks.extend(_envelopes(_parts_of_response(chunk), run_id, request_bytes))
+                chunks.extend(_envelopes(_parts_of_response(chunk), run_id, request_bytes, trusted=True))
             return chunks
         if any(isinstance(p, Mapping) and ("parts" in p or "candidates" in p) for p in plain_parts):
             raise ValueError("this is a list of Contents (a conversation): pass the model's Content")
         parts = plain_parts
-    return _envelopes(parts, run_id, request_bytes)
+        known = any(isinstance(p, Mapping) and (_is_part(p) or _is_function_call(p)) for p in plain_parts)
+        return _envelopes(parts, run_id, request_bytes, trusted=known)
+    return _envelopes(parts, run_id, request_bytes, trusted=False)
 
 
-def _envelopes(parts: Sequence[object], run_id: str, request_bytes: int | None) -> list[ToolCallEnvelope]:
+def _envelopes(
+    parts: Sequence[object], run_id: str, request_bytes: int | None, *, trusted: bool
+) -> list[ToolCallEnvelope]:
+    """The calls of ``parts``; ``trusted``: the parts are known to be Gemini's (a response's
+    or Content's, or beside a known part), so a part of an unknown kind is reported and
+    skipped rather than refused."""
     calls = []
-    for raw in parts:
+    for position, raw in enumerate(parts):
         part = plain_item(raw)
         if not isinstance(part, Mapping) or not (_is_part(part) or _is_function_call(part)):
+            if trusted and _is_unknown_part(part):
+                assert isinstance(part, Mapping)
+                names = ", ".join(sorted(safe_tag(key) for key in part)[:4]) or "no fields"
+                report_unknown("Gemini", run_id, position, f"a part with {names}")
+                continue
             raise ValueError("a Gemini part is not an object with a Part field")
         _own(part)
         if _is_function_call(part) or _function_call(part) is not None:

@@ -71,19 +71,22 @@ _ACCUMULATE = (
 )
 
 
-def envelope_from_openai_chat(item: object, run_id: str) -> ToolCallEnvelope:
+def envelope_from_openai_chat(
+    item: object, run_id: str, *, max_text_bytes: int | None = None
+) -> ToolCallEnvelope:
     """One OpenAI Chat Completions ``message.tool_calls[]`` item (CIS-PRE-7, CIS-ECO-1).
 
     ``item``: a ``ChatCompletionMessageToolCall`` (function or custom), its dump, or
     its JSON text. A custom tool call (free-form input, ``"type": "custom"``) gets its
     name and ``arguments=None`` (INVALID_ARGUMENTS: the boundary runs JSON-object
     arguments only), so it is still answered; malformed fields become fields
-    preflight rejects (CIS-ID-2). Raises ``ValueError`` for another provider's object
-    (naming its parser), a streamed tool-call delta ("accumulate the stream first"),
-    a whole message or completion (use :func:`envelopes_from_openai_chat`);
+    preflight rejects (CIS-ID-2). JSON text over ``max_text_bytes`` (default 32 MiB)
+    is refused before it is decoded. Raises ``ValueError`` for another provider's
+    object (naming its parser), a streamed tool-call delta ("accumulate the stream
+    first"), a whole message or completion (use :func:`envelopes_from_openai_chat`);
     ``TypeError`` for a non-object.
     """
-    data = document(item, _ONE)
+    data = document(item, _ONE, max_text_bytes)
     if not isinstance(data, Mapping):
         raise ValueError(f"expected {_ONE}; got a list")
     _own(data)
@@ -92,7 +95,9 @@ def envelope_from_openai_chat(item: object, run_id: str) -> ToolCallEnvelope:
     return _call(data, run_id)
 
 
-def envelopes_from_openai_chat(message: object, run_id: str) -> list[ToolCallEnvelope]:
+def envelopes_from_openai_chat(
+    message: object, run_id: str, *, max_text_bytes: int | None = None
+) -> list[ToolCallEnvelope]:
     """Every tool call of an assistant turn, in order (CIS-PRE-7, CIS-ECO-1).
 
     Accepts a ``ChatCompletion`` (choice 0; pass the chosen message when ``n > 1``),
@@ -100,20 +105,32 @@ def envelopes_from_openai_chat(message: object, run_id: str) -> list[ToolCallEnv
     objects, dicts or JSON text. Every call item yields an envelope: function and
     custom calls, malformed ones (for preflight to answer) and a deprecated
     ``function_call`` (no id: MISSING_TOOL_CALL_ID). A message without calls gives
-    ``[]``. Raises ``ValueError`` for a streamed chunk or a list of chunks
-    ("accumulate the stream first"), another provider's object or a list of them
-    (naming the parser to use), a list of messages (a conversation: pass the
-    assistant message), a ``tool_calls``/``choices`` value that is not a list, or an
-    object of another shape; ``TypeError`` for a non-object.
+    ``[]``. JSON text over ``max_text_bytes`` (default 32 MiB) is refused before it is
+    decoded. Raises ``ValueError`` for a streamed chunk, a tool-call delta or a list
+    of them, and for a completion whose choice has no ``finish_reason`` yet (an
+    unfinished snapshot such as ``ChatCompletionStreamState.current_completion_snapshot``
+    mid-stream): "accumulate the stream first"; for another provider's object or a
+    list of them (naming the parser to use), a list of messages (a conversation: pass
+    the assistant message), a ``tool_calls``/``choices`` value that is not a list, or
+    an object of another shape; ``TypeError`` for a non-object.
     """
-    data = document(message, _MANY)
+    data = document(message, _MANY, max_text_bytes)
     if isinstance(data, Mapping):
         _own(data)
         if "choices" in data:
             choices = items(get(data, "choices"), "'choices'")
             if not choices:
                 return []
-            chosen = get(plain_item(choices[0]), "message")
+            choice = plain_item(choices[0])
+            if (
+                isinstance(choice, Mapping)
+                and "finish_reason" in choice
+                and get(choice, "finish_reason") is None
+            ):
+                raise ValueError(
+                    f"this ChatCompletion has no finish_reason yet (an unfinished stream): {_ACCUMULATE}"
+                )
+            chosen = get(choice, "message")
             if not isinstance(chosen, Mapping):
                 raise ValueError("'choices[0].message' is not an object")
             data = chosen

@@ -13,14 +13,17 @@ the envelope's id as ``invoke`` does.
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any
 
 import anthropic
 import attrs
 import openai
+import pydantic
 import pytest
 from google import genai
 from google.genai import types as genai_types
+from openai.types.responses import response_input_item_param
 
 from invocation_store import (
     ERROR_MESSAGES,
@@ -34,6 +37,7 @@ from invocation_store import (
     ToolCallEnvelope,
     ToolRegistry,
     ToolSpec,
+    envelopes_from_openai_responses,
 )
 from invocation_store.boundary._result import failure
 from invocation_store.providers import (
@@ -42,7 +46,10 @@ from invocation_store.providers import (
     openai_chat_tool_message,
     openai_responses_function_call_output,
 )
-from invocation_store.providers.openai_responses import openai_responses_call_outputs
+from invocation_store.providers.openai_responses import (
+    openai_responses_call_outputs,
+    openai_responses_failure_note,
+)
 
 from .test_provider_sdks import MockServer
 
@@ -165,6 +172,7 @@ def test_openai_chat_tool_messages_for_every_kind() -> None:
 
 
 RESPONSES_TYPES = ["function_call", "custom_tool_call", "local_shell_call", "shell_call", "apply_patch_call"]
+# computer_call and tool_search_call: test_screenshot_and_tool_list_outputs_for_every_kind
 
 
 @pytest.mark.parametrize("call_type", RESPONSES_TYPES)
@@ -192,6 +200,8 @@ def test_openai_responses_outputs_for_every_kind(call_type: str) -> None:
     client.responses.create(model="gpt-4.1", input=outputs)  # type: ignore[arg-type]
     sent = server.requests[-1]["input"]
     assert sent == outputs
+    for item in sent:
+        _input_item_shape(item)
     for (kind, envelope, result), item in zip(KINDS, sent, strict=True):
         expected = _expected(kind, result)
         assert item["type"] == f"{call_type}_output"
@@ -208,23 +218,219 @@ def test_openai_responses_outputs_for_every_kind(call_type: str) -> None:
         assert json.loads(text) == expected, kind
 
 
-def test_openai_responses_outputs_of_a_mixed_turn() -> None:
-    """CIS-ECO-3: openai_responses_call_outputs answers each call with its type's output, in order."""
+def _literals(hint: object) -> set[str]:
+    if typing.get_origin(hint) is typing.Literal:
+        return {v for v in typing.get_args(hint) if isinstance(v, str)}
+    return set().union(*(_literals(a) for a in typing.get_args(hint)))
+
+
+def _fits(member: Any, item: dict[str, Any]) -> bool:
+    hints = typing.get_type_hints(member, include_extras=True)
+    required = {key for key, hint in hints.items() if typing.get_origin(hint) is typing.Required}
+    if not (item["type"] in _literals(hints.get("type")) and required <= set(item) <= set(hints)):
+        return False
+    pydantic.TypeAdapter(member).validate_python(item)
+    return True
+
+
+def _input_item_shape(item: dict[str, Any]) -> None:
+    """``item`` has the shape of one of the openai SDK's input items of its type: only that
+    TypedDict's keys, all its required ones, and pydantic validates it against it."""
+    members = typing.get_args(response_input_item_param.ResponseInputItemParam)
+    assert any(_fits(member, item) for member in members), item
+
+
+def _responses_client() -> tuple[openai.OpenAI, MockServer]:
+    server = MockServer({"/v1/responses": [_EMPTY_RESPONSE]})
+    client = openai.OpenAI(api_key="sk-test", base_url="http://mock.invalid/v1", http_client=server.client())
+    return client, server
+
+
+_EMPTY_RESPONSE = {
+    "id": "r",
+    "object": "response",
+    "created_at": 1,
+    "status": "completed",
+    "model": "m",
+    "output": [],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+}
+SCREENSHOT = "data:image/png;base64,iVBORw0KGgo="
+FOUND_TOOLS = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}, "strict": True}]
+
+
+def _client_run_boundary() -> tuple[ToolBoundary, RunContext]:
+    """A boundary whose harness runs the computer and the tool search itself."""
+
+    def screenshot(raw: str, arguments: Any) -> Projection:
+        return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content=SCREENSHOT, scope="screen")
+
+    def tool_list(raw: str, arguments: Any) -> Projection:
+        content = json.dumps(FOUND_TOOLS)
+        return Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content=content, scope="tools")
+
+    registry = ToolRegistry(
+        [
+            ToolSpec(name="computer_call", executor=lambda a: {"png": "..."}, projector=screenshot),
+            ToolSpec(name="tool_search_call", executor=lambda a: {"tools": 1}, projector=tool_list),
+            ToolSpec(name="search", executor=lambda a: {"hits": 2}, projector=_found),
+        ]
+    )
+    store = MemoryStore()
+    tools = ToolBoundary(store, registry)
+    context = tools.open_run(
+        "run-client",
+        deadline_ms=store.now_ms() + 60_000,
+        ttl_ms=60_000,
+        tool_call_budget=9,
+        byte_budget=1 << 20,
+    )
+    assert isinstance(context, RunContext)
+    return tools, context
+
+
+@pytest.mark.parametrize("call_type", ["computer_call", "tool_search_call"])
+def test_screenshot_and_tool_list_outputs_for_every_kind(call_type: str) -> None:
+    """CIS-ECO-7, CIS-ECO-3: a computer_call / client tool_search_call is answered by its own output
+    item, in the SDK's shape, for READY and for every code; a failure's code is said in a note."""
+    tools, context = _client_run_boundary()
+    call = {
+        "computer_call": {
+            "type": "computer_call",
+            "id": "cu_1",
+            "call_id": "call_ok",
+            "status": "completed",
+            "action": {"type": "screenshot"},
+            "pending_safety_checks": [],
+        },
+        "tool_search_call": {
+            "type": "tool_search_call",
+            "id": "ts_1",
+            "call_id": "call_ok",
+            "execution": "client",
+            "status": "completed",
+            "arguments": {"query": "lookup"},
+        },
+    }[call_type]
+    response = openai.types.responses.Response.model_validate({**_EMPTY_RESPONSE, "output": [call]})
+    (envelope,) = envelopes_from_openai_responses(response, context.run_id)
+    ready = tools.invoke(context, envelope)
+    assert ready.ok
+    pairs = [(envelope, ready)] + [(e, r) for _, e, r in KINDS[3:]]
+    outputs = [openai_responses_function_call_output(e, r, call_type=call_type) for e, r in pairs]
+    notes = [openai_responses_failure_note(e, r, call_type=call_type) for e, r in pairs]
+    client, server = _responses_client()
+    client.responses.create(model="gpt-4.1", input=[*outputs, *(n for n in notes if n)])  # type: ignore[misc]
+    sent = server.requests[-1]["input"]
+    assert sent == [*outputs, *(n for n in notes if n)]
+    for item in sent:
+        _input_item_shape(item)
+    ok, *failed = outputs
+    assert (ok["call_id"], ok["status"]) == ("call_ok", "completed")
+    if call_type == "computer_call":
+        assert ok["output"] == {"type": "computer_screenshot", "image_url": SCREENSHOT}
+    else:
+        assert (ok["execution"], ok["tools"]) == ("client", FOUND_TOOLS)
+    assert notes[0] is None  # a READY result needs no note
+    for (envelope, result), output, note in zip(pairs[1:], failed, notes[1:], strict=True):
+        assert (output["call_id"], output["status"]) == (envelope.tool_call_id, "incomplete")
+        assert output.get("output", {}).get("image_url", "") == ""
+        assert output.get("tools", []) == []
+        assert note is not None
+        assert note["role"] == "user"
+        said = json.loads(note["content"][0]["text"])
+        assert said == {
+            "call_type": call_type,
+            "call_id": envelope.tool_call_id,
+            "ok": False,
+            "code": result.code.value,  # type: ignore[union-attr]
+            "message": ERROR_MESSAGES[result.code],  # type: ignore[index]
+        }
+
+
+def test_every_call_type_of_a_turn_is_answered_and_none_stops_the_others() -> None:
+    """CIS-ECO-7, CIS-ECO-3: function_call + computer_call (refused: not registered here) + shell_call
+    + custom_tool_call: an output for each, in the SDK's shapes, the refusal's code in a note."""
+    registry = ToolRegistry([ToolSpec(name="search", executor=lambda a: {"hits": 2}, projector=_found)])
+    store = MemoryStore()
+    tools = ToolBoundary(store, registry)
+    context = tools.open_run(
+        "run-mixed",
+        deadline_ms=store.now_ms() + 60_000,
+        ttl_ms=60_000,
+        tool_call_budget=9,
+        byte_budget=1 << 20,
+    )
+    assert isinstance(context, RunContext)
+    output = [
+        {"type": "function_call", "id": "fc_1", "call_id": "call_f", "name": "search", "arguments": "{}"},
+        {
+            "type": "computer_call",
+            "id": "cu_1",
+            "call_id": "call_u",
+            "status": "completed",
+            "action": {"type": "click", "button": "left", "x": 1, "y": 2},
+            "pending_safety_checks": [],
+        },
+        {
+            "type": "shell_call",
+            "id": "sh_1",
+            "call_id": "call_s",
+            "status": "completed",
+            "action": {"commands": ["ls"]},
+        },
+        {"type": "custom_tool_call", "id": "ct_1", "call_id": "call_c", "name": "grammar", "input": "x = 1"},
+    ]
+    response = openai.types.responses.Response.model_validate({**_EMPTY_RESPONSE, "output": output})
+    envelopes = envelopes_from_openai_responses(response, context.run_id)
+    results = [tools.invoke(context, e) for e in envelopes]
+    assert [r.code for r in results] == [
+        None,
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.INVALID_ARGUMENTS,
+    ]
+    answer = openai_responses_call_outputs(response, zip(envelopes, results, strict=True))
+    client, server = _responses_client()
+    client.responses.create(model="gpt-4.1", input=answer)  # type: ignore[arg-type]
+    sent = server.requests[-1]["input"]
+    assert [(i["type"], i.get("call_id")) for i in sent] == [
+        ("function_call_output", "call_f"),
+        ("computer_call_output", "call_u"),
+        ("shell_call_output", "call_s"),
+        ("custom_tool_call_output", "call_c"),
+        ("message", None),
+    ]
+    for item in sent:
+        _input_item_shape(item)
+    assert json.loads(sent[0]["output"])["ok"] is True
+    assert json.loads(sent[4]["content"][0]["text"])["code"] == "UNAUTHORIZED"
+    assert json.loads(sent[4]["content"][0]["text"])["call_id"] == "call_u"
+    assert json.loads(sent[3]["output"])["code"] == "INVALID_ARGUMENTS"
+    with pytest.raises(ValueError, match="one per call"):
+        openai_responses_call_outputs(response, list(zip(envelopes, results, strict=True))[:3])
+
+
+def test_a_call_without_an_id_is_said_in_a_note_not_a_raise() -> None:
+    """CIS-ECO-3, CIS-ID-2: an id-less call cannot be matched by an output: the turn's other
+    outputs are built, and a note says the id-less call's code."""
     response = {
         "object": "response",
         "output": [
+            {"type": "function_call", "name": "search", "arguments": "{}"},
             {"type": "function_call", "call_id": "call_found1", "name": "search", "arguments": "{}"},
-            {"type": "shell_call", "call_id": "call_none1", "action": {"commands": ["ls"]}},
         ],
     }
-    pairs = [(e, r) for _, e, r in KINDS[:2]]
-    first, second = openai_responses_call_outputs(response, pairs)
-    assert (first["type"], second["type"]) == ("function_call_output", "shell_call_output")
-    with pytest.raises(ValueError, match="one per call"):
-        openai_responses_call_outputs(response, pairs[:1])
-    for refused in ("computer_call", "tool_search_call"):
-        with pytest.raises(ValueError, match="answer it from the harness"):
-            openai_responses_function_call_output(*pairs[0], call_type=refused)
+    envelopes = envelopes_from_openai_responses(response, RUN)
+    assert envelopes[0].tool_call_id is None
+    missing = failure(ErrorCode.MISSING_TOOL_CALL_ID, None)
+    answer = openai_responses_call_outputs(response, [(envelopes[0], missing), (envelopes[1], KINDS[0][2])])
+    assert [i["type"] for i in answer] == ["function_call_output", "message"]
+    assert json.loads(answer[1]["content"][0]["text"])["code"] == "MISSING_TOOL_CALL_ID"
+    with pytest.raises(ValueError, match="call id"):
+        openai_responses_function_call_output(envelopes[0], missing)
 
 
 def test_anthropic_tool_results_for_every_kind() -> None:

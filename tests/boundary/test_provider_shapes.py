@@ -10,14 +10,20 @@ a list of them, raises ``ValueError`` naming the right parser; a streamed piece 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import openai
+import pydantic
 import pytest
 from google.genai import types as genai_types
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from invocation_store import (
     ErrorCode,
@@ -34,6 +40,7 @@ from invocation_store import (
     envelopes_from_openai_responses,
 )
 from invocation_store.kernel import ToolPolicy, check_envelope
+from invocation_store.providers import _sdk_tables, _sdk_types
 from invocation_store.providers.openai_responses import openai_responses_call_types
 
 from .test_provider_sdks import CHAT_COMPLETION, GENERATE, MESSAGE, RESPONSE
@@ -85,6 +92,24 @@ RESP_EVENTS: list[dict[str, Any]] = [
     },
 ]
 MSG = anthropic.types.Message.model_validate(MESSAGE)
+#: A beta Message: beta-only block types (compaction, an MCP tool listing, a server-run MCP
+#: call, a fallback marker) beside the three tool_use calls.
+BETA_MESSAGE: dict[str, Any] = {
+    **MESSAGE,
+    "content": [
+        {"type": "compaction", "content": "Earlier: the user asked for weather.", "encrypted_content": None},
+        {"type": "mcp_tool_listing", "mcp_server_name": "files", "tools": []},
+        {
+            "type": "mcp_tool_use",
+            "id": "mcptoolu_1",
+            "name": "read",
+            "server_name": "files",
+            "input": {"path": "a.txt"},
+        },
+        *MESSAGE["content"],
+    ],
+}
+BETA = anthropic.types.beta.BetaMessage.model_validate(BETA_MESSAGE)
 ANTHROPIC_EVENTS: list[dict[str, Any]] = [
     {"type": "message_start", "message": {**MESSAGE, "content": [], "stop_reason": None}},
     {
@@ -135,6 +160,9 @@ OBJECTS: list[tuple[str, str, list[tuple[str, Any]], int]] = [
     ("anthropic", "Message", list(forms(MSG)), 3),
     ("anthropic", "content list", list(list_forms(MSG.content)), 3),
     ("anthropic", "tool_use block", list(forms(MSG.content[1])), 1),
+    ("anthropic", "BetaMessage", list(forms(BETA)), 3),
+    ("anthropic", "beta content list", list(list_forms(BETA.content)), 3),
+    ("anthropic", "BetaToolUseBlock", list(forms(BETA.content[4])), 1),
     ("gemini", "GenerateContentResponse", list(forms(GEN)), 3),
     ("gemini", "Content", list(forms(_gemini_content())), 3),
     ("gemini", "parts", list(list_forms(_gemini_content().parts or [])), 3),
@@ -434,15 +462,48 @@ def test_chat_custom_and_legacy_function_calls_are_answered() -> None:
     assert (legacy.tool_name, code_of(legacy)) == ("get_weather", ErrorCode.MISSING_TOOL_CALL_ID)
 
 
+def _chat_snapshot() -> Any:
+    """``ChatCompletionStreamState.current_completion_snapshot`` after the first chunk: it says
+    ``"object": "chat.completion"``, and its choice has no ``finish_reason`` yet."""
+    state = ChatCompletionStreamState()
+    state.handle_chunk(CHUNKS[0])
+    snapshot = state.current_completion_snapshot
+    assert (snapshot.object, snapshot.choices[0].finish_reason) == ("chat.completion", None)
+    return snapshot
+
+
+#: The first delta of each of two streamed calls: an id and a name, the arguments still to come.
+FIRST_DELTAS = [
+    openai.types.chat.chat_completion_chunk.ChoiceDeltaToolCall.model_validate(
+        {
+            "index": i,
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": ""},
+        }
+    )
+    for i in range(2)
+]
+
 #: Streamed pieces of each provider, typed and dumped, alone and as lists.
 STREAMED: list[tuple[str, str, Any]] = [
     ("openai-chat", "chunk", CHUNKS[0]),
     ("openai-chat", "chunk list", [c.model_dump() for c in CHUNKS]),
+    ("openai-chat", "unfinished snapshot", _chat_snapshot()),
+    ("openai-chat", "unfinished snapshot dump", _chat_snapshot().model_dump()),
+    ("openai-chat", "first deltas", FIRST_DELTAS),
+    ("openai-chat", "first deltas dump", [d.model_dump() for d in FIRST_DELTAS]),
+    ("openai-chat", "first delta", FIRST_DELTAS[0]),
     ("openai-responses", "event", RESP_EVENTS[1]),
     ("openai-responses", "event list", RESP_EVENTS),
     ("anthropic", "event", ANTHROPIC_EVENTS[2]),
     ("anthropic", "event list", ANTHROPIC_EVENTS),
     ("anthropic", "snapshot", anthropic.types.Message.model_validate({**MESSAGE, "stop_reason": None})),
+    (
+        "anthropic",
+        "beta snapshot",
+        anthropic.types.beta.BetaMessage.model_validate({**BETA_MESSAGE, "stop_reason": None}),
+    ),
 ]
 
 
@@ -457,3 +518,214 @@ def test_every_streamed_piece_into_every_parser(provider: str, value: Any, parse
         assert "accumulate the stream first" in message
     else:
         assert f"use envelopes_from_{provider.replace('-', '_')}" in message
+
+
+def test_a_finished_snapshot_and_whole_calls_with_an_index_still_run() -> None:
+    """CIS-ECO-6: the same stream accumulated to its end parses; LiteLLM-style whole calls carrying
+    an ``index`` are calls, not deltas."""
+    state = ChatCompletionStreamState()
+    for chunk in CHUNKS:
+        state.handle_chunk(chunk)
+    state.handle_chunk(
+        openai.types.chat.ChatCompletionChunk.model_validate(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "gpt-4.1",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+            }
+        )
+    )
+    final = state.get_final_completion()
+    (found,) = envelopes_from_openai_chat(final, RUN)
+    assert (found.tool_call_id, found.arguments) == ("call_1", '{"location": "Paris"}')
+    whole = [{**d.model_dump(), "function": {"name": "get_weather", "arguments": "{}"}} for d in FIRST_DELTAS]
+    assert [e.tool_call_id for e in envelopes_from_openai_chat(whole, RUN)] == ["call_0", "call_1"]
+
+
+# ---------------------------------------------------------------------------
+# Unknown items: reported one by one, never a reason to drop the turn's calls
+
+UNKNOWN_GEMINI_PARTS = [
+    {"audioTranscription": {"text": "hello"}},
+    {"documentMetadata": {"pageCount": 2}},
+    {"mediaProcessing": {}},
+    {"speechMetadata": {}},
+    {"spreadsheetMetadata": {}},
+    {"audioMetadata": {}},
+    {"hologramMetadata": {"frames": 3}},  # a field no SDK has yet
+]
+
+
+@pytest.mark.parametrize("part", UNKNOWN_GEMINI_PARTS, ids=lambda p: next(iter(p)))
+def test_a_gemini_part_of_an_unknown_kind_does_not_stop_the_turn(
+    part: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """CIS-ECO-7: REST JSON parts whose only field this version does not know (or that the SDK
+    knows only by a newer name) are skipped, and the turn's function calls are all read."""
+    parts = [part, *GENERATE["candidates"][0]["content"]["parts"]]
+    response = {"candidates": [{**GENERATE["candidates"][0], "content": {"role": "model", "parts": parts}}]}
+    expected = envelopes_from_gemini(GENERATE, RUN)
+    with caplog.at_level("WARNING", logger="invocation_store.providers"):
+        for value in (response, json.dumps(response), response["candidates"][0]["content"], parts):
+            assert envelopes_from_gemini(value, RUN) == expected
+    if not genai_types.Part.model_fields.keys() & _snake(part):
+        assert caplog.records, "an unknown part is reported"
+        record = caplog.records[0]
+        assert "Gemini: skipped item 0" in record.getMessage()
+        assert (record.run_id, record.tool_call_id) == (RUN, None)  # type: ignore[attr-defined]
+    else:
+        assert not caplog.records  # the installed SDK knows the field: a known part, not reported
+
+
+def _snake(part: dict[str, Any]) -> set[str]:
+    return {"".join(f"_{c.lower()}" if c.isupper() else c for c in key) for key in part}
+
+
+def test_unknown_gemini_objects_alone_are_still_refused() -> None:
+    """CIS-ECO-5: only beside known parts, or inside a response or Content, is a part of an unknown
+    kind skipped: a bare list of unknown objects holds no known part and is refused."""
+    for value in ([{}], [{"hologramMetadata": {}}], [{"tool_name": "x", "arguments": "{}"}]):
+        with pytest.raises(ValueError, match="Part field"):
+            envelopes_from_gemini(value, RUN)
+    with pytest.raises(ValueError, match="Part field"):
+        envelopes_from_gemini({"role": "model", "parts": ["text"]}, RUN)
+
+
+def test_an_anthropic_block_of_an_unknown_type_is_reported_not_fatal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """CIS-ECO-7: a block type no SDK declares is reported and skipped; the calls are read."""
+    message = {**MESSAGE, "content": [{"type": "hologram", "frames": 3}, *MESSAGE["content"]]}
+    with caplog.at_level("WARNING", logger="invocation_store.providers"):
+        found = envelopes_from_anthropic(message, RUN)
+    assert found == envelopes_from_anthropic(MESSAGE, RUN)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Anthropic: skipped item 0 (type hologram), a kind this version does not know; "
+        "the turn's other calls are read"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="invocation_store.providers"):
+        envelopes_from_anthropic(BETA, RUN)
+    assert not caplog.records  # every beta block type is one the SDK declares
+
+
+def test_a_responses_item_of_an_unknown_type_is_reported_or_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """CIS-ECO-7: an unknown call-like item gets its envelope; an unknown other item is reported."""
+    output = [
+        {"type": "hologram_note", "id": "hn_1"},
+        {"type": "hologram_call", "id": "hc_1", "call_id": "call_h"},
+        *RESPONSE["output"],
+    ]
+    with caplog.at_level("WARNING", logger="invocation_store.providers"):
+        found = envelopes_from_openai_responses({**RESPONSE, "output": output}, RUN)
+    assert [e.tool_call_id for e in found] == [
+        "call_h",
+        *(e.tool_call_id for e in envelopes_from_openai_responses(RESPONSE, RUN)),
+    ]
+    assert code_of(found[0]) is ErrorCode.INVALID_ARGUMENTS
+    assert [r.getMessage() for r in caplog.records] == [
+        "OpenAI Responses: skipped item 0 (type hologram_note), a kind this version does not know; "
+        "the turn's other calls are read"
+    ]
+
+
+def test_responses_input_lists_take_easy_messages_and_approval_requests() -> None:
+    """CIS-ECO-1: an input list's ``{"role": "user", "content": "hi"}`` (no type) is an item; an
+    ``mcp_approval_request`` is no call of the harness (the provider runs the MCP call once approved)."""
+    items = [
+        {"role": "user", "content": "hi"},
+        {"role": "developer", "content": [{"type": "input_text", "text": "be brief"}]},
+        {
+            "type": "mcp_approval_request",
+            "id": "mcpr_1",
+            "name": "read",
+            "server_label": "files",
+            "arguments": "{}",
+        },
+        RESPONSE["output"][1],
+    ]
+    typed = [pydantic.TypeAdapter(openai.types.responses.ResponseInputItem).validate_python(i) for i in items]
+    assert type(typed[0]).__name__ == "EasyInputMessage"
+    for value in (items, typed, json.dumps(items)):
+        (found,) = envelopes_from_openai_responses(value, RUN)
+        assert found.tool_call_id == "call_unLAR8MvFNptuiZK"
+        assert openai_responses_call_types(value) == ["function_call"]
+
+
+@pytest.mark.parametrize(
+    ("block", "parser"),
+    [
+        ({"type": "compaction", "content": "summary"}, "anthropic"),
+        (
+            {"type": "compaction", "id": "cmp_1", "encrypted_content": "x", "created_by": "a"},
+            "openai-responses",
+        ),
+        ({"type": "mcp_tool_listing", "mcp_server_name": "s", "tools": []}, "anthropic"),
+        ({"type": "mcp_list_tools", "id": "l1", "server_label": "s", "tools": []}, "openai-responses"),
+    ],
+)
+def test_a_tag_two_providers_declare_goes_to_the_one_whose_fields_it_has(
+    block: dict[str, Any], parser: str
+) -> None:
+    """CIS-ECO-5: ``compaction`` is both an Anthropic beta block and a Responses item: the fields
+    decide; the other parser names the right one."""
+    assert PARSERS[parser]([block], RUN) == []
+    for other in set(PARSERS) - {parser}:
+        with pytest.raises(ValueError, match=f"use envelopes_from_{parser.replace('-', '_')}"):
+            PARSERS[other]([block], RUN)
+
+
+def test_the_sdk_tables_are_the_installed_sdks() -> None:
+    """CIS-ECO-1: the generated tables are what the installed SDKs declare (else: regenerate with
+    scripts/gen_provider_tables.py); the parsers' runtime tables include every type they declare."""
+    derived = _sdk_types.derive()
+    versions = {name: importlib.metadata.version(name) for name in _sdk_tables.SDK_VERSIONS}
+    if versions == _sdk_tables.SDK_VERSIONS:
+        assert _sdk_types.render(derived, versions) == Path(_sdk_tables.__file__).read_text(encoding="utf-8")
+    found = _sdk_types.tables()
+    for tag, fields in derived.anthropic_blocks.items():
+        assert fields <= found.anthropic_blocks[tag]
+    for tag, fields in derived.responses_items.items():
+        assert fields <= found.responses_items[tag]
+    assert derived.gemini_part_fields <= found.gemini_part_fields
+    assert {"compaction", "mcp_tool_listing", "tool_use"} <= set(found.anthropic_blocks)
+    assert {"compaction", "function_call", "computer_call"} <= set(found.responses_items)
+
+
+def test_reading_the_tables_imports_no_sdk() -> None:
+    """CIS-ECO-4: the parsers read the generated tables; an SDK is read only once imported."""
+    probe = (
+        "import sys\n"
+        "import invocation_store as cis\n"
+        "block = {'type': 'compaction', 'content': 'x'}\n"
+        "cis.envelopes_from_anthropic({'role': 'assistant', 'content': [block]}, 'r')\n"
+        "cis.envelopes_from_gemini({'role': 'model', 'parts': [{'audioTranscription': {}}]}, 'r')\n"
+        "cis.envelopes_from_openai_responses([{'role': 'user', 'content': 'hi'}], 'r')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai', 'google'}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_chat_tool_call_of_an_unknown_type_is_answered_not_fatal() -> None:
+    """CIS-ECO-7: a tool call of a type the SDK does not declare gets its own envelope (refused
+    with a code, answered by its id); the message's other calls run."""
+    message = CHAT.choices[0].message.model_dump()
+    message["tool_calls"] = [
+        {"id": "call_h", "type": "hologram", "hologram": {"frames": 3}},
+        *message["tool_calls"],
+    ]
+    found = envelopes_from_openai_chat(message, RUN)
+    assert [e.tool_call_id for e in found] == [
+        "call_h",
+        *(e.tool_call_id for e in envelopes_from_openai_chat(CHAT, RUN)),
+    ]
+    assert found[0].arguments is None
+    assert code_of(found[0]) is ErrorCode.INVALID_ARGUMENTS
+    assert code_of(found[1]) is None

@@ -495,7 +495,8 @@ ALL = tuple(EXTRACTORS)
         ({"candidates": []}, ("gemini",), ValueError),
         ({"output": None}, ("responses",), ValueError),
         ({"content": 5}, (), ValueError),
-        ({"role": "assistant", "content": "Hello"}, ("chat", "anthropic"), ValueError),
+        # A message holding no call: Chat's, Anthropic's and a Responses easy input message.
+        ({"role": "assistant", "content": "Hello"}, ("chat", "anthropic", "responses"), ValueError),
         ('{"role": "assistant", "tool_calls": null}', ("chat",), ValueError),
     ],
 )

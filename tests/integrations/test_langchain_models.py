@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx2
+import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_openai import ChatOpenAI
@@ -227,3 +228,133 @@ def test_chat_anthropic_invoke_reads_the_tool_use_input() -> None:
     message = _anthropic([]).invoke([HumanMessage("go")])
     (envelope,) = envelopes_from_langchain(message, RUN)
     assert (envelope.tool_call_id, envelope.arguments) == ("toolu_1", '{"q":"cpu"}')
+
+
+# ---------------------------------------------------------------------------
+# ChatOpenAI in Responses mode (use_responses_api=True)
+
+RESPONSES_BASE: dict[str, Any] = {
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1,
+    "model": "gpt-4.1",
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+}
+RESPONSES_ITEMS: list[dict[str, Any]] = [
+    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "lookup", "arguments": DUPLICATE},
+    {"type": "custom_tool_call", "id": "ctc_2", "call_id": "call_2", "name": "lookup", "input": "x = 1"},
+    {"type": "function_call", "id": "fc_3", "call_id": "call_3", "name": "lookup", "arguments": '{"q": "di'},
+    {
+        "type": "function_call",
+        "id": "fc_4",
+        "call_id": "call_4",
+        "name": "lookup",
+        "arguments": '{"q": "ok"}',
+    },
+]
+
+
+def _responses_events() -> list[dict[str, Any]]:
+    """The server-sent events of the Responses API streaming ``RESPONSES_ITEMS``."""
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**RESPONSES_BASE, "status": "in_progress", "output": []}}
+    ]
+    for index, item in enumerate(RESPONSES_ITEMS):
+        custom = item["type"] == "custom_tool_call"
+        text = item["input"] if custom else item["arguments"]
+        opened = {**item, "input": ""} if custom else {**item, "arguments": "", "status": "in_progress"}
+        kind = "custom_tool_call_input" if custom else "function_call_arguments"
+        done = {"input": text} if custom else {"arguments": text, "name": item["name"]}
+        events += [
+            {"type": "response.output_item.added", "output_index": index, "item": opened},
+            {"type": f"response.{kind}.delta", "output_index": index, "item_id": item["id"], "delta": text},
+            {"type": f"response.{kind}.done", "output_index": index, "item_id": item["id"], **done},
+            {"type": "response.output_item.done", "output_index": index, "item": item},
+        ]
+    events.append(
+        {
+            "type": "response.completed",
+            "response": {**RESPONSES_BASE, "status": "completed", "output": RESPONSES_ITEMS},
+        }
+    )
+    return [{**event, "sequence_number": number} for number, event in enumerate(events)]
+
+
+def _openai_responses(**options: Any) -> ChatOpenAI:
+    whole = {**RESPONSES_BASE, "status": "completed", "output": RESPONSES_ITEMS}
+    return ChatOpenAI(
+        model="gpt-4.1",
+        api_key="sk-test",  # type: ignore[arg-type]
+        base_url="http://mock.invalid/v1",
+        http_client=_transport(_responses_events(), whole, named=True),
+        use_responses_api=True,
+        **options,
+    )
+
+
+RESPONSES_CODES = ["INVALID_ARGUMENTS", "INVALID_ARGUMENTS", "INVALID_ARGUMENTS", None]
+
+
+@pytest.mark.parametrize("output_version", [None, "responses/v1"])
+def test_chat_openai_responses_invoke_keeps_the_raw_text(output_version: str | None) -> None:
+    """CIS-ECO-4, CIS-ECO-7: the ``function_call`` blocks' own text decides (a duplicate member name is
+    INVALID_ARGUMENTS, not LangChain's ``{"q": "cpu"}``); a custom tool call is INVALID_ARGUMENTS, never
+    run with LangChain's ``{"__arg1": input}``."""
+    options = {} if output_version is None else {"output_version": output_version}
+    message = _openai_responses(**options).invoke([HumanMessage("go")])
+    assert message.tool_calls[0]["args"] == {"q": "cpu"}  # what LangChain alone would run ...
+    assert message.tool_calls[1]["args"] == {"__arg1": "x = 1"}  # ... and its wrapping of a custom input
+    envelopes = envelopes_from_langchain(message, RUN)
+    assert [e.tool_call_id for e in envelopes] == ["call_1", "call_2", "call_3", "call_4"]
+    assert [e.arguments for e in envelopes] == [DUPLICATE, None, '{"q": "di', '{"q": "ok"}']
+    codes, lookup, _ = _codes(message)
+    assert codes == RESPONSES_CODES
+    assert lookup.calls == [{"q": "ok"}]
+
+
+def test_chat_openai_responses_streamed_keeps_the_raw_text() -> None:
+    """CIS-ECO-4, CIS-ECO-7: streamed, the raw text is in ``tool_call_chunks``; the custom call's chunk
+    holds LangChain's ``{"__arg1": ...}``, which is never run."""
+    message = _streamed(_openai_responses())
+    assert any(chunk["args"] == '{"__arg1": "x = 1"}' for chunk in message.tool_call_chunks)
+    assert [e.arguments for e in envelopes_from_langchain(message, RUN)] == [
+        DUPLICATE,
+        None,
+        '{"q": "di',
+        '{"q": "ok"}',
+    ]
+    codes, lookup, _ = _codes(message)
+    assert codes == RESPONSES_CODES
+    assert lookup.calls == [{"q": "ok"}]
+
+
+@pytest.mark.parametrize("output_version", ["v1", "v0"])
+def test_chat_openai_responses_v1_and_v0_keep_no_raw_text(output_version: str) -> None:
+    """CIS-ECO-4: ``output_version="v1"``/``"v0"`` keep only LangChain's parse of a valid call (the
+    duplicate has collapsed: no raw text to read); the custom call is still INVALID_ARGUMENTS."""
+    message = _openai_responses(output_version=output_version).invoke([HumanMessage("go")])
+    envelopes = envelopes_from_langchain(message, RUN)
+    arguments = {e.tool_call_id: e.arguments for e in envelopes}
+    assert arguments == {
+        "call_1": '{"q":"cpu"}',
+        "call_2": None,
+        "call_3": '{"q": "di',
+        "call_4": '{"q":"ok"}',
+    }
+    # v1 keeps the model's order in its content blocks; v0 keeps none: LangChain's (valid calls first).
+    order = (
+        ["call_1", "call_2", "call_3", "call_4"]
+        if output_version == "v1"
+        else ["call_1", "call_2", "call_4", "call_3"]
+    )
+    assert [e.tool_call_id for e in envelopes] == order
+    codes, lookup, _ = _codes(message)
+    assert dict(zip(order, codes, strict=True)) == {
+        "call_1": None,
+        "call_2": "INVALID_ARGUMENTS",
+        "call_3": "INVALID_ARGUMENTS",
+        "call_4": None,
+    }
+    assert lookup.calls == [{"q": "cpu"}, {"q": "ok"}]
