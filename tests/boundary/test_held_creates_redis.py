@@ -56,13 +56,16 @@ FOUND = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="ok", 
 
 class ReplyDroppingProxy:
     """A loopback TCP proxy to redis-server; while :attr:`dropping` is set, every ``EVALSHA``
-    reaches the server and its reply is lost (both ends of that connection are cut)."""
+    reaches the server and its reply is lost (both ends of that connection are cut).
+    :attr:`drop_once` (a command name, e.g. ``b"TIME"``) loses the next reply to that command
+    the same way, once."""
 
     def __init__(self, target_port: int, on_drop: Callable[[], object] | None = None) -> None:
         self.target_port = target_port
         self.on_drop = on_drop
         self.dropping = threading.Event()
         self.dropped = 0
+        self.drop_once: bytes | None = None
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.closed = False
@@ -79,21 +82,30 @@ class ReplyDroppingProxy:
             except OSError:  # the server is down: so is this connection
                 downstream.close()
                 continue
-            state = {"evalsha": False}
+            state = {"evalsha": False, "once": False}
             threading.Thread(target=self._up, args=(downstream, upstream, state), daemon=True).start()
             threading.Thread(target=self._down, args=(upstream, downstream, state), daemon=True).start()
 
-    @staticmethod
-    def _up(source: socket.socket, sink: socket.socket, state: dict[str, bool]) -> None:
+    def _up(self, source: socket.socket, sink: socket.socket, state: dict[str, bool]) -> None:
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
                 if b"EVALSHA" in chunk.upper():
                     state["evalsha"] = True
+                once = self.drop_once
+                if once is not None and f"${len(once)}\r\n".encode() + once in chunk.upper():
+                    state["once"] = True
                 sink.sendall(chunk)
 
     def _down(self, source: socket.socket, sink: socket.socket, state: dict[str, bool]) -> None:
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
+                if state["once"] and self.drop_once is not None:
+                    self.drop_once = None
+                    for end in (sink, source):  # the command ran; its reply is lost
+                        with contextlib.suppress(OSError):
+                            end.shutdown(socket.SHUT_RDWR)
+                        end.close()
+                    return
                 if state["evalsha"] and self.dropping.is_set():
                     self.dropped += 1
                     if self.on_drop is not None:  # e.g. kill the server: the reply was never sent
