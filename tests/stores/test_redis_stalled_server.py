@@ -37,7 +37,7 @@ from invocation_store import (
 from invocation_store._deadline import use_clock
 from invocation_store.adapters import Durability, RetryPolicy
 from invocation_store.adapters._redis_server import POLICY_CHECK_INTERVAL_MS
-from invocation_store.kernel import ErrorCode, EvidenceStatus, Projection
+from invocation_store.kernel import ErrorCode, EvidenceStatus, Projection, RunState
 from invocation_store.testing.redis_server import redis_server
 
 pytestmark = pytest.mark.redis
@@ -256,19 +256,29 @@ def test_a_take_back_after_a_missed_wait_is_one_round_trip_past_the_deadline(
     timeout, 1 s), never more (no retry after the deadline). The tool never runs; the create is held."""
     primary, replica = primary_and_replica
     wait_ms, socket_s, budget_ms = 500, 1.0, 200
+    prefix = f"takeback-{secrets.token_hex(3)}"
+    opener = RedisStore.from_url(primary, prefix=prefix)  # the run opened without waiting: not under test
+    assert isinstance(
+        opener.open_run(
+            "run-w",
+            deadline_ms=opener.now_ms() + 600_000,
+            ttl_ms=600_000,
+            tool_call_budget=9,
+            byte_budget=1 << 20,
+        ),
+        RunState,
+    )
+    opener.close()
     store = RedisStore.from_url(
         primary,
-        prefix=f"takeback-{secrets.token_hex(3)}",
+        prefix=prefix,
         durability=Durability(replicas=1, timeout_ms=wait_ms),
         retry_policy=RetryPolicy(budget_ms=budget_ms),
         socket_timeout=socket_s,
     )
     executor = Runs()
     boundary = ToolBoundary(store, _registry(executor))
-    context = boundary.open_run(
-        "run-w", deadline_ms=store.now_ms() + 600_000, ttl_ms=600_000, tool_call_budget=9, byte_budget=1 << 20
-    )
-    assert isinstance(context, RunContext)
+    context = RunContext(run_id="run-w")
     master, follower = _pid(primary), _pid(replica)
     take_back = store.complete
     taken: list[float] = []
