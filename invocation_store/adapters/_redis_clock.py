@@ -17,7 +17,10 @@ best such lower bound over every reading, and :meth:`ServerClock.now_ms` is neve
 ahead of server ``TIME`` and never goes back. It is behind by at most the round trip of
 the reading it rests on plus ``DRIFT`` of the time since that reading
 (:meth:`ServerClock.error_ms` states the bound). Readings come free with every script
-reply; the store also reads ``TIME`` with its server checks. A server clock that is
+reply; the store also reads ``TIME`` with its server checks, and before any decision
+that compares times when it holds no reading yet (the store's ``synced_now_ms``: before
+the first reading, :meth:`ServerClock.now_ms` is None, and no host clock stands in for
+a decision). A server clock that is
 stepped back (a manual change, an NTP step) breaks the bound until the next reading
 after the step: run servers with a slewing NTP client.
 

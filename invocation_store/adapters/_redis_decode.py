@@ -352,12 +352,14 @@ def split_reply(reply: object) -> tuple[str, str, Reply]:
 
 
 def finish_ttl(
-    fields: Sequence[object], pttl: object, run_id: str, tool_call_id: str, now_ms: int
+    fields: Sequence[object], pttl: object, run_id: str, tool_call_id: str, now_ms: int | None
 ) -> int | None:
     """Remaining TTL in ms: the smaller of Redis PTTL and the store clock's view.
 
-    ``fields`` is HMGET run_id, tool_call_id, expires_at_ms. ``None`` if absent or
-    expired. A record without a Redis TTL is corrupt (it would never expire).
+    ``fields`` is HMGET run_id, tool_call_id, expires_at_ms; ``now_ms`` the store clock,
+    or None when the store holds no reading of the server's clock (Redis' PTTL alone).
+    ``None`` if absent or expired. A record without a Redis TTL is corrupt (it would
+    never expire).
     """
     if len(fields) != 3 or not isinstance(pttl, int):
         raise CorruptReplyError("UnexpectedReply")
@@ -371,7 +373,8 @@ def finish_ttl(
         raise CorruptReplyError("IdentityMismatch")
     if pttl < 0:
         return None
-    remaining = min(pttl, decode_int(decode_text(fields[2])) - now_ms)
+    expires_at_ms = decode_int(decode_text(fields[2]))
+    remaining = pttl if now_ms is None else min(pttl, expires_at_ms - now_ms)
     return remaining if remaining > 0 else None
 
 

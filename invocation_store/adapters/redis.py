@@ -41,9 +41,13 @@ exception or a log line.
 Clocks (CIS-STORE-10): every decision that compares times is taken by a script on the
 server's clock (``TIME``, or for a completion the record's own TTL), which stamps what
 it writes and reports the time it decided at; ``now_ms()`` is a lower bound of server
-``TIME`` (``_redis_clock``), so hosts whose clocks differ decide alike. A store given a
-clock (``clock=``) decides at that clock instead and passes it to every script, so an
-injected fake clock behaves exactly as with
+``TIME`` (``_redis_clock``), so hosts whose clocks differ decide alike. Before its first
+reading of ``TIME`` a store's ``now_ms()`` may answer the host's wall clock (the asyncio
+store cannot wait for one there): that answer is for arithmetic only, and every
+decision the store or the boundary takes on a time comes from ``synced_now_ms()``,
+which reads ``TIME`` first (a read with no reading judges a key Redis returned as
+live). A store given a clock (``clock=``) decides at that clock instead and passes it
+to every script, so an injected fake clock behaves exactly as with
 :class:`~invocation_store.adapters.MemoryStore`; Redis' own TTL (real time) removes the
 data. Integers must stay below 2**53 (Lua numbers).
 

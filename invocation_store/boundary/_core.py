@@ -27,7 +27,7 @@ from ..kernel import ErrorCode, Limits, RunContext
 from ._edge import check_context
 from ._registry import ToolRegistry
 
-__all__ = ["DEFAULT_LIMITS", "LOGGER", "Core", "clock", "code_of", "new_token", "unavailable"]
+__all__ = ["DEFAULT_LIMITS", "LOGGER", "Core", "code_of", "new_token", "unavailable"]
 
 LOGGER: Final = package_logger("invocation_store.boundary")
 DEFAULT_LIMITS: Final = Limits()
@@ -53,15 +53,6 @@ def code_of(exc: StoreUnavailableError) -> ErrorCode:
     """The code a store failure answers: its own ``code`` (an ErrorCode), else STORE_UNAVAILABLE."""
     code = getattr(exc, "code", None)
     return code if isinstance(code, ErrorCode) else ErrorCode.STORE_UNAVAILABLE
-
-
-def clock(now_ms: Callable[[], int]) -> int:
-    """The store's clock (``store.now_ms``, sync in both flavours), integer ms; a failure is a safe
-    StoreUnavailableError (CIS-FAIL-5)."""
-    try:
-        return now_ms()
-    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
-        raise unavailable(exc) from None
 
 
 def _cause(exc: BaseException) -> str:

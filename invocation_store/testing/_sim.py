@@ -46,6 +46,7 @@ from .. import _deadline
 from .._completion import CompletionRetry
 from .._decided import watch_decisions
 from ..adapters import AsyncRedisStore, StoreUnavailableError
+from ..adapters._async.protocol import async_decision_clock
 from ..adapters._redis_flavour import AsyncRedisFlavour
 from ..adapters._redis_retry import RetryPolicy
 from ..adapters._redis_server import POLICY_CHECK_INTERVAL_MS, Durability
@@ -423,6 +424,10 @@ class _Recorder:
     def now_ms(self) -> int:
         now: int = self.inner.now_ms()
         return now
+
+    async def synced_now_ms(self) -> int:
+        """The inner store's clock for a decision (not an operation of the history)."""
+        return await async_decision_clock(self.inner)
 
     async def _record(
         self, name: str, run_id: str, args: dict[str, Any], call: Callable[[], Awaitable[T]]

@@ -229,7 +229,9 @@ class FailingStore(StoreWrapper):
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
-        if name not in self.fail_on:
+        # A failing clock fails both ways the boundary reads it (``synced_now_ms`` for decisions).
+        clock_fails = name == "synced_now_ms" and "now_ms" in self.fail_on
+        if name not in self.fail_on and not clock_fails:
             return attr
         if self.is_async and name != "now_ms":
 

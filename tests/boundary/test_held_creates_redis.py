@@ -19,6 +19,9 @@ import random
 import secrets
 import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections import Counter
@@ -29,6 +32,7 @@ from typing import Any
 import pytest
 import redis
 
+import invocation_store
 from invocation_store import (
     AsyncRedisStore,
     AsyncToolBoundary,
@@ -56,13 +60,16 @@ FOUND = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="ok", 
 
 class ReplyDroppingProxy:
     """A loopback TCP proxy to redis-server; while :attr:`dropping` is set, every ``EVALSHA``
-    reaches the server and its reply is lost (both ends of that connection are cut)."""
+    reaches the server and its reply is lost (both ends of that connection are cut).
+    :attr:`drop_once` (a command name, e.g. ``b"TIME"``) loses the next reply to that command
+    the same way, once."""
 
     def __init__(self, target_port: int, on_drop: Callable[[], object] | None = None) -> None:
         self.target_port = target_port
         self.on_drop = on_drop
         self.dropping = threading.Event()
         self.dropped = 0
+        self.drop_once: bytes | None = None
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.closed = False
@@ -79,21 +86,30 @@ class ReplyDroppingProxy:
             except OSError:  # the server is down: so is this connection
                 downstream.close()
                 continue
-            state = {"evalsha": False}
+            state = {"evalsha": False, "once": False}
             threading.Thread(target=self._up, args=(downstream, upstream, state), daemon=True).start()
             threading.Thread(target=self._down, args=(upstream, downstream, state), daemon=True).start()
 
-    @staticmethod
-    def _up(source: socket.socket, sink: socket.socket, state: dict[str, bool]) -> None:
+    def _up(self, source: socket.socket, sink: socket.socket, state: dict[str, bool]) -> None:
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
                 if b"EVALSHA" in chunk.upper():
                     state["evalsha"] = True
+                once = self.drop_once
+                if once is not None and f"${len(once)}\r\n".encode() + once in chunk.upper():
+                    state["once"] = True
                 sink.sendall(chunk)
 
     def _down(self, source: socket.socket, sink: socket.socket, state: dict[str, bool]) -> None:
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
+                if state["once"] and self.drop_once is not None:
+                    self.drop_once = None
+                    for end in (sink, source):  # the command ran; its reply is lost
+                        with contextlib.suppress(OSError):
+                            end.shutdown(socket.SHUT_RDWR)
+                        end.close()
+                    return
                 if state["evalsha"] and self.dropping.is_set():
                     self.dropped += 1
                     if self.on_drop is not None:  # e.g. kill the server: the reply was never sent
@@ -224,6 +240,84 @@ def test_the_async_boundary_runs_a_dropped_create_once_when_resent() -> None:
 
     with proxied_server() as (url, proxy):
         asyncio.run(scenario(url, proxy))
+
+
+#: A harness process that makes two calls whose create replies are lost, reports, and exits:
+#: it dies holding both creates (CIS-BND-7).
+_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from invocation_store import (
+        CompletionRetry, EvidenceStatus, Projection, RedisStore, RunContext, ToolBoundary,
+        ToolCallEnvelope, ToolRegistry, ToolSpec,
+    )
+    from invocation_store.adapters import RetryPolicy
+
+    url, prefix, run_id = sys.argv[1:4]
+    ran = []
+    found = Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="ok", scope="s")
+    spec = ToolSpec(name="t", executor=lambda args: ran.append(args) or {}, projector=lambda raw, args: found)
+    store = RedisStore.from_url(
+        url, prefix=prefix, retry_policy=RetryPolicy(budget_ms=150, first_delay_ms=5, max_delay_ms=40)
+    )
+    boundary = ToolBoundary(
+        store, ToolRegistry([spec]), completion_retry=CompletionRetry(budget_ms=150, first_delay_ms=5)
+    )
+    for tool_call_id in ("call_1", "call_2"):
+        envelope = ToolCallEnvelope(
+            run_id=run_id, tool_call_id=tool_call_id, tool_name="t", arguments='{"id":"%s"}' % tool_call_id
+        )
+        print(boundary.invoke(RunContext(run_id=run_id), envelope).code.value)
+    print(len(boundary.pending_creates()), len(ran))
+    """
+)
+
+
+def test_a_holder_process_that_died_leaves_each_call_its_fate_on_redis() -> None:
+    """CIS-BND-7, CIS-ID-5, CIS-DUR-10: a harness process makes two calls whose create replies are lost
+    past the retry budget (STORE_UNAVAILABLE, both held, no tool run) and exits, holding them. A
+    successor (this process: another boundary and store, sync and async) re-sends each call: it is
+    CALL_IN_PROGRESS while its record is PROJECTING, then, after ``sweep_stale``, STALE_PROJECTION
+    (the record's terminal code): never DUPLICATE_TOOL_CALL, and the tool never runs."""
+    executor = Counting()
+    prefix = f"died-{secrets.token_hex(4)}"
+    root = str(Path(invocation_store.__file__).resolve().parent.parent)
+    with proxied_server() as (url, proxy):
+        opener = RedisStore.from_url(url, prefix=prefix)
+        context = _open(ToolBoundary(opener, _registry(executor)))
+        proxy.dropping.set()
+        holder = subprocess.run(
+            [sys.executable, "-c", _HOLDER, url, prefix, RUN],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": root},
+            check=True,
+        )
+        proxy.dropping.clear()
+        assert holder.stdout.split() == ["STORE_UNAVAILABLE", "STORE_UNAVAILABLE", "2", "0"]
+        for tool_call_id in ("call_1", "call_2"):
+            record = opener.get(RUN, tool_call_id)
+            assert record is not None
+            assert record.status is InvocationStatus.PROJECTING
+
+        async def async_successor(tool_call_id: str) -> ErrorCode | None:
+            store = AsyncRedisStore.from_url(url, prefix=prefix)
+            try:
+                boundary = AsyncToolBoundary(store, _registry(executor))
+                return (await boundary.invoke(context, _call(tool_call_id))).code
+            finally:
+                await store.close()
+
+        successor = ToolBoundary(RedisStore.from_url(url, prefix=prefix), _registry(executor))
+        assert successor.invoke(context, _call("call_1")).code is ErrorCode.CALL_IN_PROGRESS
+        assert asyncio.run(async_successor("call_2")) is ErrorCode.CALL_IN_PROGRESS
+        assert successor.sweep_stale(context, older_than_ms=0) == 2
+        assert successor.invoke(context, _call("call_1")).code is ErrorCode.STALE_PROJECTION
+        assert asyncio.run(async_successor("call_2")) is ErrorCode.STALE_PROJECTION
+        assert successor.invoke(context, _call("call_2")).code is ErrorCode.STALE_PROJECTION
+        assert executor.runs == {}
+        opener.close()
 
 
 def _pid(url: str) -> int:

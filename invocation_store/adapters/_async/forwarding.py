@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .progress import async_read_progress
-from .protocol import AsyncInvocationStore
+from .protocol import AsyncInvocationStore, async_decision_clock
 
 __all__ = ["AsyncForwardingStore"]
 
@@ -34,6 +34,10 @@ class AsyncForwardingStore:
     def now_ms(self) -> int:
         """``inner.now_ms()``."""
         return self.inner.now_ms()
+
+    async def synced_now_ms(self) -> int:
+        """``inner``'s clock for a decision (:func:`~.protocol.async_decision_clock`, CIS-STORE-10)."""
+        return await async_decision_clock(self.inner)
 
     async def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int

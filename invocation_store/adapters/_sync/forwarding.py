@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .progress import read_progress
-from .protocol import InvocationStore
+from .protocol import InvocationStore, decision_clock
 
 __all__ = ["ForwardingStore"]
 
@@ -35,6 +35,10 @@ class ForwardingStore:
     def now_ms(self) -> int:
         """``inner.now_ms()``."""
         return self.inner.now_ms()
+
+    def synced_now_ms(self) -> int:
+        """``inner``'s clock for a decision (:func:`~.protocol.decision_clock`, CIS-STORE-10)."""
+        return decision_clock(self.inner)
 
     def open_run(
         self, run_id: str, *, deadline_ms: int, ttl_ms: int, tool_call_budget: int, byte_budget: int

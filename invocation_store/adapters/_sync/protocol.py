@@ -16,7 +16,11 @@ Obligations of every store (both flavours), in one place
   clock is integer ms since the Unix epoch; one deployment has one clock (a shared
   server's, when hosts share a store). :meth:`InvocationStore.now_ms` never runs
   ahead of the clock that stamps records (the boundary's own-create test compares a
-  reading it took before a create with the record's ``created_at_ms``).
+  reading it took before a create with the record's ``created_at_ms``). A store whose
+  ``now_ms()`` may not follow that clock yet (the Redis stores before their first
+  reading of server ``TIME``) also offers ``synced_now_ms()``, which reads it first;
+  every time the boundary compares with is taken through :func:`decision_clock`,
+  never from a host clock that a shared store's clock was not read against.
 - **Lapse** (CIS-TTL-4). A record or run is visible while kernel ``is_live`` says so
   (``now_ms < expires_at_ms``); at or after its expiry it reads as absent, is never
   completed or extended, and may be deleted (kernel ``lapsed``). A run's call and
@@ -44,7 +48,7 @@ Obligations of every store (both flavours), in one place
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ...kernel import (
     Admission,
@@ -56,7 +60,7 @@ from ...kernel import (
     RunState,
 )
 
-__all__ = ["InvocationStore"]
+__all__ = ["InvocationStore", "decision_clock"]
 
 #: Progress views by tool_call_id (None: absent, unsafe or lapsed).
 ViewMap = Mapping[str, ProgressView | None]
@@ -173,3 +177,20 @@ class InvocationStore(Protocol):
     def close(self) -> None:
         """Release connections; the store is not used afterwards."""
         ...
+
+
+def decision_clock(store: Any) -> int:
+    """The store's clock for a decision that compares times, integer ms (CIS-STORE-10).
+
+    ``store.synced_now_ms()`` where the store offers it (a store on a shared server's
+    clock, whose ``now_ms()`` may answer the host's clock before its first reading of
+    the server's: it reads the server first), else ``store.now_ms()`` (a store whose
+    ``now_ms()`` is its deciding clock). Raises what the store raises when its clock
+    cannot be read (StoreUnavailableError).
+    """
+    synced = getattr(store, "synced_now_ms", None)
+    if synced is None:
+        now: int = store.now_ms()
+        return now
+    value: int = synced()
+    return value

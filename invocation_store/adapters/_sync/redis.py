@@ -99,9 +99,11 @@ class RedisStore:
     times is taken by the scripts on the server's clock (``TIME``), which every host
     shares, and :meth:`now_ms` is a lower bound of it (``_redis_clock``:
     ``local_clock``, the host's monotonic clock in ms, interpolates between readings of
-    the server's). ``clock`` (integer ms) replaces the server's clock in every decision
-    and in :meth:`now_ms`: for tests, and for deployments whose every host passes the
-    same clock; never give hosts that share a run different clocks.
+    the server's; :meth:`synced_now_ms` reads ``TIME`` first when the store has no
+    reading, and is the clock of every decision taken outside a script). ``clock``
+    (integer ms) replaces the server's clock in every decision and in :meth:`now_ms`:
+    for tests, and for deployments whose every host passes the same clock; never give
+    hosts that share a run different clocks.
     ``durability`` (default: wait for nothing) makes run opens and creates wait for
     replicas and/or the AOF before they answer; a create that misses it is
     DURABILITY_NOT_REACHED and its executor never runs (CIS-DUR-2).
@@ -215,12 +217,14 @@ class RedisStore:
 
         Never ahead of server ``TIME``; behind it by at most the round trip of the
         reading it rests on plus 0.2% of the time since (``_redis_clock``). Readings
-        come with every script reply and every server check. Before the store's first
-        round trip the blocking store reads ``TIME`` once here; the asyncio store, which
-        cannot wait here, answers the host's wall clock until its first round trip
-        (``store.check_server()`` takes one). A store that cannot read ``TIME`` (a
-        user with ``+@read`` rights alone, CIS-DUR-9) and never writes answers the wall
-        clock too: it only judges what it reads, which Redis' own TTL lapses anyway.
+        come with every script reply, every server check and :meth:`synced_now_ms`.
+        Before the store's first reading the blocking store reads ``TIME`` once here; the
+        asyncio store, which cannot wait here, answers the host's wall clock until then,
+        as does a store that cannot read ``TIME`` (a user with ``+@read`` rights alone,
+        CIS-DUR-9). That fallback is for arithmetic only (a deadline's base): no decision
+        of the store or of the boundary compares times with it. Decisions take
+        :meth:`synced_now_ms`, which reads the server's clock first; ``await
+        store.synced_now_ms()`` is also the deadline base to use on a fresh asyncio store.
         """
         if self._clock is not None:
             return self._clock()
@@ -252,10 +256,51 @@ class RedisStore:
         if self._clock is None:
             self._server_clock.observe(decided_at, sent, self._server_clock.local_ms())
 
-    def _judged_now(self) -> int:
-        """:meth:`now_ms` as a read judges liveness at it, reported as the read's decision time."""
-        now = self.now_ms()
-        report_decided_at(now)
+    def synced_now_ms(self) -> int:
+        """The store's clock for a decision that compares times: never the host's (CIS-STORE-10).
+
+        With a given ``clock``, that clock. Otherwise :meth:`now_ms` once the store holds
+        a reading of the server's clock; before its first, one ``TIME`` round trip (on
+        every primary of a cluster, within ``retry_policy``) takes one. The boundary
+        takes every time it compares with here: a call's ``not_before_ms``, its
+        completion's stamp, a sweep's age, a citation's and progress' liveness. Raises
+        :class:`StoreUnavailableError` when the server's clock cannot be read (an
+        unreachable server, a user who may not call ``TIME``): never a host-clock answer.
+        """
+        if self._clock is not None:
+            return self._clock()
+        now = self._server_clock.now_ms()
+        if now is not None:
+            return now
+        failure: StoreUnavailableError | None = None
+        with operation_deadline(self._retry.budget_ms):
+            try:
+                sent = self._server_clock.local_ms()
+                everyone = self._on_every_node((("TIME",),))
+                received = self._server_clock.local_ms()
+                raise_first_error(everyone[0])
+                self._server_clock.observe(server_ms(everyone[0][0]), sent, received)
+            except FAILURES as exc:
+                failure = self._failure("clock", exc)
+        if failure is not None:
+            raise failure
+        now = self._server_clock.now_ms()
+        if now is None:  # pragma: no cover - a reading in order is always kept
+            raise StoreUnavailableError("NoClockReading")
+        return now
+
+    def _read_now(self) -> int | None:
+        """The time a read judges liveness at, reported as its decision time; None: judge as Redis did.
+
+        The given clock's reading, or the lower bound of server ``TIME``. A store with no
+        reading yet (one that has only read: reads send ``@read`` commands alone, never
+        ``TIME``, CIS-DUR-9) judges on no clock of its own: a key Redis returned is live
+        on the server's clock, which lapses every key at its ``expires_at_ms``
+        (CIS-STORE-10). Never the host's clock.
+        """
+        now = self._clock() if self._clock is not None else self._server_clock.now_ms()
+        if now is not None:
+            report_decided_at(now)
         return now
 
     def _given_now(self) -> int | None:
@@ -469,7 +514,8 @@ class RedisStore:
         try:
             values = self._io(lambda: self._client.hmget(key, RUN_FIELDS))
             run = core.decode_run(values, run_id)
-            return live(run, self._judged_now())
+            now = self._read_now()
+            return run if now is None else live(run, now)
         except FAILURES as exc:
             failure = self._failure("get_run", exc)
         raise failure
@@ -536,14 +582,15 @@ class RedisStore:
         (CIS-STORE-10). Raises ``ValueError`` if ``after`` changes an identity field
         (kernel programming error).
         """
-        # The kernel re-checks the script's answer at this time; a live record on the
-        # server's clock is live at it too (it is never ahead of the server).
-        plan = core.plan_complete(
-            self._prefix, before, after, self._judged_now(), nonce, server_clock=self._clock is None
-        )
-        if isinstance(plan, ErrorCode):
-            return plan
         with operation_deadline(self._retry.budget_ms):
+            # The kernel re-checks the script's answer at this time; a live record on the
+            # server's clock is live at it too (it is never ahead of the server).
+            now = self.synced_now_ms()
+            report_decided_at(now)
+            server_clock = self._clock is None
+            plan = core.plan_complete(self._prefix, before, after, now, nonce, server_clock=server_clock)
+            if isinstance(plan, ErrorCode):
+                return plan
             if not self._ready:
                 self.check_server()
             try:
@@ -825,8 +872,8 @@ class RedisStore:
             failure = self._failure(operation, exc)
         if failure is not None:
             raise failure
-        now = self._judged_now()
-        records = {tcid: live(record, now) for tcid, record in found.items()}
+        now = self._read_now()
+        records = found if now is None else {tcid: live(record, now) for tcid, record in found.items()}
         if corrupt:
             report_corrupt(operation, run_id, corrupt)
             raise CorruptRecordError(run_id, corrupt, records)
@@ -862,9 +909,9 @@ class RedisStore:
             else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
                 reply = self._io(lambda: self._hmget_progress(keys, wanted))
             views = core.decode_progress_reply(reply, run_id, wanted)
-            now = self._judged_now()
+            now = self._read_now()
             for tcid, view in zip(wanted, views, strict=True):
-                result[tcid] = live(view, now)
+                result[tcid] = view if now is None else live(view, now)
             return result
         except FAILURES as exc:
             failure = self._failure("get_progress", exc)
@@ -929,7 +976,8 @@ class RedisStore:
         try:
             values, items = self._io(round_trip)
             run = core.decode_run(values, run_id)
-            if not is_live(run, self._judged_now()):
+            now = self._read_now()
+            if run is None or (now is not None and not is_live(run, now)):
                 return ()
             return core.decode_ids(items)
         except FAILURES as exc:
@@ -963,7 +1011,7 @@ class RedisStore:
 
         try:
             fields, pttl = self._io(round_trip)
-            return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._judged_now())
+            return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._read_now())
         except FAILURES as exc:
             failure = self._failure("ttl_remaining_ms", exc, run_id, tool_call_id)
         raise failure

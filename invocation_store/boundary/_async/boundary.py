@@ -36,7 +36,7 @@ from ...kernel import (
     transition,
 )
 from .. import _telemetry
-from .._core import DEFAULT_LIMITS, Core, clock, new_token, unavailable
+from .._core import DEFAULT_LIMITS, Core, new_token, unavailable
 from .._edge import check_context, check_older_than, check_run_parameters, exact_text
 from .._registry import ToolRegistry
 from .._result import BoundaryResult
@@ -94,7 +94,13 @@ class AsyncToolBoundary(Core):
             async_check_tool(tool)
 
     def now_ms(self) -> int:
-        """The store's clock in integer ms (for absolute deadlines: ``now_ms() + budget``)."""
+        """The store's clock in integer ms (for absolute deadlines: ``now_ms() + budget``).
+
+        A store on a shared server's clock that has not read it yet (an asyncio Redis
+        store before its first round trip) answers the host's clock here: take a
+        deadline's base from the store's ``synced_now_ms()`` then. No decision of this
+        boundary compares times with this value (CIS-STORE-10).
+        """
         return self.store.now_ms()
 
     # -- runs -----------------------------------------------------------------------
@@ -233,7 +239,7 @@ class AsyncToolBoundary(Core):
             identities = await _store(self.store.completed, run_id)
             reader = async_progress_reader(self.store)
             records = await _store(reader, run_id, identities) if identities else {}
-            now_ms = clock(self.store.now_ms)
+            now_ms = await pipeline.store_clock(self.store)
         except StoreUnavailableError as exc:
             raise self.store_failed_raise(exc, "progress") from None
         return project_progress(run_id, identities, records, now_ms, self.limits)
@@ -257,7 +263,7 @@ class AsyncToolBoundary(Core):
             return cite(context.run_id, tool_call_id, None, 0)
         try:
             record = await _store(self.store.get, context.run_id, tool_call_id)
-            now_ms = clock(self.store.now_ms)
+            now_ms = await pipeline.store_clock(self.store)
         except StoreUnavailableError as exc:
             raise self.store_failed_raise(exc, "cite") from None
         return cite(context.run_id, tool_call_id, record, now_ms)
@@ -290,9 +296,10 @@ class AsyncToolBoundary(Core):
                 corrupt.update(exc.corrupt)
                 records = exc.readable
             listed = [records.get(tool_call_id) for tool_call_id in ids]
-            candidates = sweep_candidates(listed, run_id, clock(self.store.now_ms)) if ids else ()
+            now_ms = await pipeline.store_clock(self.store) if ids else 0
+            candidates = sweep_candidates(listed, run_id, now_ms) if ids else ()
             for record in candidates:
-                event = SweptStale(now_ms=clock(self.store.now_ms), older_than_ms=older_than_ms)
+                event = SweptStale(now_ms=await pipeline.store_clock(self.store), older_than_ms=older_than_ms)
                 after = transition(record, event, self.limits)
                 if isinstance(after, ErrorCode):
                     continue  # NOT_STALE, or expired meanwhile

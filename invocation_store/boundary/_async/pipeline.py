@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 from ..._completion import HeldCreate, InFlight, PendingCompletion
 from ..._runners import Outcome, safe_name, type_name
 from ...adapters import AsyncInvocationStore, StoreUnavailableError
+from ...adapters._async.protocol import async_decision_clock
 from ...kernel import (
     Admission,
     AdmissionRequest,
@@ -61,14 +62,28 @@ from ...kernel import (
     transition,
 )
 from ...kernel._preflight import parse_envelope
-from .._core import Core, clock, code_of, unavailable
+from .._core import Core, code_of, unavailable
 from .._edge import check_context, copy_json, exact_envelope, exact_projection, exact_text, raw_text
 from .._registry import ToolSpec, vetted
 from .._result import BoundaryResult, failure, result_of
 from .._runner import async_check_tool, async_pause, async_run_tool
 from .._telemetry import Stopwatch, observed_ainvoke
 
-__all__ = ["Prepared", "complete", "finish_held", "invoke"]
+__all__ = ["Prepared", "complete", "finish_held", "invoke", "store_clock"]
+
+
+async def store_clock(store: AsyncInvocationStore) -> int:
+    """The store's clock for a decision that compares times, integer ms (CIS-STORE-10).
+
+    Read through :func:`~invocation_store.adapters._async.protocol.async_decision_clock`:
+    a store on a shared server's clock reads that clock first when it holds no reading
+    yet, so no decision here rests on a host clock. Any failure is a safe
+    StoreUnavailableError (CIS-FAIL-5).
+    """
+    try:
+        return await async_decision_clock(store)
+    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+        raise unavailable(exc) from None
 
 
 @observed_ainvoke
@@ -168,7 +183,8 @@ async def admit(
 ) -> CanonicalRecord | BoundaryResult:
     """Create the call's PROJECTING record (CIS-PRE-8); the record, or the call's result if refused.
 
-    A fresh call reads the store clock (``not_before_ms`` of its own-create test) and
+    A fresh call reads the store clock (``not_before_ms`` of its own-create test, through
+    :func:`store_clock`: on a shared store, the server's clock, whatever the host's) and
     draws a token; a re-send of a call whose create is held sends that create again,
     token and reading unchanged (CIS-BND-7). A create that fails with a non-permanent
     StoreUnavailableError, or is interrupted in flight, is held (only a token no
@@ -184,7 +200,7 @@ async def admit(
         return failed(prepared, ErrorCode.STORE_UNAVAILABLE)
     if held is None:
         try:
-            not_before_ms = clock(store.now_ms)
+            not_before_ms = await store_clock(store)
         except StoreUnavailableError as exc:
             return failed(prepared, core.store_failed(exc, "create"))
         request = new_request(core, prepared)
@@ -289,13 +305,13 @@ async def execute(
     watch.start()
     executed = await async_run_tool(tool.executor, tool.timeout_ms, prepared.executor_args)
     watch.stop("execute")
-    record = after_execution(core, created, executed, clock(store.now_ms))
+    record = after_execution(core, created, executed, await store_clock(store))
     if isinstance(record, ErrorCode) or record.status is not InvocationStatus.PROJECTING:
         return record
     watch.start()
     projected = await async_run_tool(tool.projector, None, record.raw_response, prepared.projector_args)
     watch.stop("project")
-    return after_projection(core, record, projected, clock(store.now_ms))
+    return after_projection(core, record, projected, await store_clock(store))
 
 
 def after_execution(

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 from ..._completion import HeldCreate, InFlight, PendingCompletion
 from ..._runners import Outcome, safe_name, type_name
 from ...adapters import InvocationStore, StoreUnavailableError
+from ...adapters._sync.protocol import decision_clock
 from ...kernel import (
     Admission,
     AdmissionRequest,
@@ -62,14 +63,28 @@ from ...kernel import (
     transition,
 )
 from ...kernel._preflight import parse_envelope
-from .._core import Core, clock, code_of, unavailable
+from .._core import Core, code_of, unavailable
 from .._edge import check_context, copy_json, exact_envelope, exact_projection, exact_text, raw_text
 from .._registry import ToolSpec, vetted
 from .._result import BoundaryResult, failure, result_of
 from .._runner import check_tool, pause, run_tool
 from .._telemetry import Stopwatch, observed_invoke
 
-__all__ = ["Prepared", "complete", "finish_held", "invoke"]
+__all__ = ["Prepared", "complete", "finish_held", "invoke", "store_clock"]
+
+
+def store_clock(store: InvocationStore) -> int:
+    """The store's clock for a decision that compares times, integer ms (CIS-STORE-10).
+
+    Read through :func:`~invocation_store.adapters._sync.protocol.decision_clock`:
+    a store on a shared server's clock reads that clock first when it holds no reading
+    yet, so no decision here rests on a host clock. Any failure is a safe
+    StoreUnavailableError (CIS-FAIL-5).
+    """
+    try:
+        return decision_clock(store)
+    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+        raise unavailable(exc) from None
 
 
 @observed_invoke
@@ -169,7 +184,8 @@ def admit(
 ) -> CanonicalRecord | BoundaryResult:
     """Create the call's PROJECTING record (CIS-PRE-8); the record, or the call's result if refused.
 
-    A fresh call reads the store clock (``not_before_ms`` of its own-create test) and
+    A fresh call reads the store clock (``not_before_ms`` of its own-create test, through
+    :func:`store_clock`: on a shared store, the server's clock, whatever the host's) and
     draws a token; a re-send of a call whose create is held sends that create again,
     token and reading unchanged (CIS-BND-7). A create that fails with a non-permanent
     StoreUnavailableError, or is interrupted in flight, is held (only a token no
@@ -185,7 +201,7 @@ def admit(
         return failed(prepared, ErrorCode.STORE_UNAVAILABLE)
     if held is None:
         try:
-            not_before_ms = clock(store.now_ms)
+            not_before_ms = store_clock(store)
         except StoreUnavailableError as exc:
             return failed(prepared, core.store_failed(exc, "create"))
         request = new_request(core, prepared)
@@ -290,13 +306,13 @@ def execute(
     watch.start()
     executed = run_tool(tool.executor, tool.timeout_ms, prepared.executor_args)
     watch.stop("execute")
-    record = after_execution(core, created, executed, clock(store.now_ms))
+    record = after_execution(core, created, executed, store_clock(store))
     if isinstance(record, ErrorCode) or record.status is not InvocationStatus.PROJECTING:
         return record
     watch.start()
     projected = run_tool(tool.projector, None, record.raw_response, prepared.projector_args)
     watch.stop("project")
-    return after_projection(core, record, projected, clock(store.now_ms))
+    return after_projection(core, record, projected, store_clock(store))
 
 
 def after_execution(
