@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ from invocation_store.kernel import Admission, ErrorCode, EvidenceStatus, Projec
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
+from ._old_redis import OldRedis, old_redis
 from ._support import LIMITS, RUN, admitted, open_default_run, ready, record_key, request
-from .test_redis_server_checks import _OldServer
 
 pytestmark = pytest.mark.redis
 
@@ -150,62 +150,99 @@ def test_every_read_api_works_for_a_read_only_acl_user(server_url: str, clock: F
 # -- CIS-DUR-8: old servers on every path ----------------------------------------------
 
 
-@pytest.fixture
-def old_server() -> Iterator[_OldServer]:
-    server = _OldServer()
-    yield server
-    server.close()
+@pytest.fixture(scope="module")
+def old_server() -> Iterator[OldRedis]:
+    """Redis 5.x: the real binary named by INVOCATION_STORE_OLD_REDIS_SERVER, else the fake (_old_redis)."""
+    with old_redis() as server:
+        yield server
 
 
-def test_an_old_server_gets_the_version_error_on_every_construction_path(
-    old_server: _OldServer, clock: FakeClock, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """CIS-DUR-8, CIS-STORE-7: a Redis 5 server (a fake speaking RESP2 only, as Redis 5 does: HELLO is
-    an unknown command) is refused with "requires Redis >= 6.2, found 5.0.14" whichever way the store
-    was built (from_url with redis-py's default protocol, a given client, the asyncio twins), on a
-    write and on a read, and by the CLI."""
-    url = f"redis://127.0.0.1:{old_server.port}/0"
-    expected = "requires Redis >= 6.2, found 5.0.14"
-    stores = [
-        RedisStore.from_url(url, clock=clock),
-        RedisStore(redis.Redis(host="127.0.0.1", port=old_server.port), clock=clock),
+def _every_operation(store: Any) -> list[tuple[str, Callable[[], Any]]]:
+    """(name, call) of every write and read of ``store`` (for an asyncio store, call returns a coroutine)."""
+    return [
+        (
+            "open_run",
+            lambda: store.open_run(
+                RUN, deadline_ms=10**12, ttl_ms=60_000, tool_call_budget=5, byte_budget=99
+            ),
+        ),
+        ("create", lambda: store.create(request(), LIMITS)),
+        ("get", lambda: store.get(RUN, "call_1")),
+        ("get_many", lambda: store.get_many(RUN, ["call_1", "call_2"])),
+        ("get_many without raw", lambda: store.get_many(RUN, ["call_1"], include_raw=False)),
+        ("get_run", lambda: store.get_run(RUN)),
+        ("calls", lambda: store.calls(RUN)),
+        ("completed", lambda: store.completed(RUN)),
+        ("ttl_remaining_ms", lambda: store.ttl_remaining_ms(RUN, "call_1")),
+        ("raw_sizes", lambda: store.raw_sizes(RUN, ["call_1"])),
+        ("get_progress", lambda: store.get_progress(RUN, ["call_1"])),
     ]
-    for store in stores:
-        for operation in (
-            lambda built=store: open_default_run(built, clock()),
-            lambda built=store: built.get(RUN, "call_1"),
-        ):
+
+
+PROTOCOLS = [None, 2, 3]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=["default-protocol", "resp2", "resp3"])
+def test_an_old_server_gets_the_version_error_on_every_construction_path(
+    old_server: OldRedis, protocol: int | None, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CIS-DUR-8, CIS-STORE-7: a Redis 5 server (a real 5.x binary when given, else a fake that answers
+    as 5.0.6 does: HELLO unknown, reads of an empty keyspace served) is refused with "requires Redis >=
+    6.2, found 5.0.6" whichever way the store was built (from_url, a given client, the asyncio twins)
+    and whatever protocol the client asks for (redis-py's default, which redis-py 8.2 downgrades to
+    RESP2 on its own, RESP2, RESP3), on every write and every read, and by every CLI command that
+    takes a Redis URL (inspect, replay, fuzz), never as "(unknown)" or a bare ResponseError."""
+    expected = f"requires Redis >= 6.2, found {old_server.version}"
+    query = "" if protocol is None else f"?protocol={protocol}"
+    url = old_server.url + query
+    given = {} if protocol is None else {"protocol": protocol}
+    refused: list[str] = []
+    for label, store in (
+        ("from_url", RedisStore.from_url(url, clock=clock)),
+        (
+            "given client",
+            RedisStore(redis.Redis(host=old_server.host, port=old_server.port, **given), clock=clock),
+        ),
+    ):
+        for name, operation in _every_operation(store):
             with pytest.raises(UnsupportedRedisError) as caught:
                 operation()
-            assert expected in str(caught.value)
+            assert expected in str(caught.value), (label, name)
             assert caught.value.__context__ is None
+            assert caught.value.permanent
+            refused.append(f"{label} {name}")
         store.close()
 
     async def async_side() -> list[str]:
         messages = []
-        built = [
-            AsyncRedisStore.from_url(url, clock=clock),
-            AsyncRedisStore(redis.asyncio.Redis(host="127.0.0.1", port=old_server.port), clock=clock),
-        ]
-        for store in built:
-            for call in (store.create(request(), LIMITS), store.get_run(RUN)):
-                try:
-                    await call
-                except UnsupportedRedisError as exc:
-                    messages.append(str(exc))
+        client = redis.asyncio.Redis(host=old_server.host, port=old_server.port, **given)
+        for store in (AsyncRedisStore.from_url(url, clock=clock), AsyncRedisStore(client, clock=clock)):
+            for name, operation in _every_operation(store):
+                with pytest.raises(UnsupportedRedisError) as caught:
+                    await operation()
+                assert caught.value.__context__ is None
+                messages.append(f"{name}: {caught.value}")
             await store.close()
+        await client.aclose()
         return messages
 
     messages = asyncio.run(async_side())
-    assert len(messages) == 4
-    assert all(expected in message for message in messages)
+    assert len(refused) == 2 * 11
+    assert len(messages) == 2 * 11
+    assert all(expected in message for message in messages), messages
     assert main(["inspect", "--redis-url", url, "--run", RUN]) == 1
-    assert expected in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert expected in err
     transcript = str(
         Path(__file__).resolve().parents[2] / "examples" / "transcripts" / "openai_responses.json"
     )
     assert main(["replay", transcript, "--redis-url", url]) == 1
-    assert expected in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "(unknown)" not in err
+    assert main(["fuzz", "--store", "redis", "--redis-url", url, "--examples", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err
 
 
 # -- CIS-DUR-7: a corrupt key is isolated --------------------------------------------------
