@@ -34,7 +34,7 @@ from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
 from ._old_redis import OldRedis, old_redis
-from ._support import LIMITS, RUN, admitted, open_default_run, ready, record_key, request
+from ._support import LIMITS, RUN, TTL_MS, admitted, open_default_run, ready, record_key, request
 
 pytestmark = pytest.mark.redis
 
@@ -56,7 +56,8 @@ def server_url() -> Iterator[str]:
         yield url
 
 
-def _reader_url(url: str, prefix: str) -> str:
+def _reader_url(url: str, prefix: str, *extra: str) -> str:
+    """The URL of user ``reader``: ``+@read +@connection`` on ``prefix``'s keys, and ``extra`` rights."""
     with redis.Redis.from_url(url) as admin:
         admin.acl_setuser(
             "reader",
@@ -64,7 +65,7 @@ def _reader_url(url: str, prefix: str) -> str:
             reset=True,
             passwords=["+reader-pw"],
             keys=[f"{prefix}:*"],
-            commands=["-@all", "+@read", "+@connection"],
+            commands=["-@all", "+@read", "+@connection", *extra],
         )
     return url.replace("redis://", "redis://reader:reader-pw@")
 
@@ -72,59 +73,81 @@ def _reader_url(url: str, prefix: str) -> str:
 # -- CIS-DUR-9: every read with read rights alone ------------------------------------
 
 
-def _written_run(url: str, prefix: str, clock: FakeClock) -> None:
+def _written_run(url: str, prefix: str, clock: FakeClock | None) -> RedisStore:
+    """A run with a READY call_1 and a PROJECTING call_2, written by a full-rights store (left open)."""
     writer = RedisStore.from_url(url, prefix=prefix, clock=clock)
-    open_default_run(writer, clock())
+    open_default_run(writer, writer.now_ms())
     first = admitted(writer, request("call_1"))
-    done = ready(first, clock())
+    done = ready(first, writer.now_ms())
     assert writer.complete(first, done) == done
     admitted(writer, request("call_2"))
-    writer.close()
+    return writer
 
 
-def test_every_read_api_works_for_a_read_only_acl_user(server_url: str, clock: FakeClock) -> None:
-    """CIS-DUR-9: a user granted only ``+@read`` (and ``+@connection``) reads through every read API of
-    both stores, raw responses and progress included, with no MULTI and no script (the ACL refuses
-    both); CI runs this on Redis 6.2, 7.x and Valkey."""
-    prefix = "ro"
-    _written_run(server_url, prefix, clock)
-    reader = _reader_url(server_url, prefix)
+@pytest.mark.parametrize(
+    ("clocked", "extra"),
+    [(True, ()), (False, ()), (False, ("+time",))],
+    ids=["given-clock", "server-clock", "server-clock-with-time"],
+)
+def test_every_read_api_works_for_a_read_only_acl_user(
+    server_url: str, clock: FakeClock, clocked: bool, extra: tuple[str, ...]
+) -> None:
+    """CIS-DUR-9, CIS-STORE-10: a user granted only ``+@read`` (and ``+@connection``) reads through every
+    read API of both stores, raw responses and progress included, with no MULTI and no script (the ACL
+    refuses both), and reads what a full-rights store reads. With a given clock; with the default
+    server clock, whose ``TIME`` the ACL refuses too (the store then judges liveness on the host's
+    wall clock, so a live record reads as live, and has no server reading); and with ``+time`` granted
+    as well (the store then judges on the server's clock). CI runs this on Redis 6.2, 7.x and Valkey."""
+    prefix = "ro-" + ("given" if clocked else "server") + "".join(extra).replace("+", "-")
+    given = clock if clocked else None
+    writer = _written_run(server_url, prefix, given)
+    reader = _reader_url(server_url, prefix, *extra)
     with redis.Redis.from_url(reader) as denied:
-        with pytest.raises(redis.exceptions.NoPermissionError):
-            denied.execute_command("MULTI")
-        with pytest.raises(redis.exceptions.NoPermissionError):
-            denied.execute_command("EVAL", "return 1", "0")
-    store = RedisStore.from_url(reader, prefix=prefix, clock=clock)
+        refused = [("MULTI",), ("EVAL", "return 1", "0"), ("INFO", "server")]
+        for command in refused if extra else [*refused, ("TIME",)]:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                denied.execute_command(*command)
+    store = RedisStore.from_url(reader, prefix=prefix, clock=given)
     record = store.get(RUN, "call_1")
     assert record is not None
+    assert record == writer.get(RUN, "call_1")
     assert record.raw_response == '{"temp": 21}'
+    assert store.get(RUN, "call_2") == writer.get(RUN, "call_2")
     assert store.get(RUN, "call_2") is not None
     with_raw = store.get_many(RUN, ["call_1", "call_2", "nope"])
     assert with_raw["call_1"] == record
     assert with_raw["nope"] is None
-    without = store.get_many(RUN, ["call_1"], include_raw=False)
+    without = store.get_many(RUN, ["call_1", "nope"], include_raw=False)
     assert without["call_1"] is not None
     assert without["call_1"].raw_response is None
+    assert without["call_1"].status is record.status
+    assert without["nope"] is None
     assert store.calls(RUN) == ("call_1", "call_2")
     assert store.completed(RUN) == ("call_1",)
     ttl = store.ttl_remaining_ms(RUN, "call_1")
     assert ttl is not None
-    assert ttl > 0
+    assert 0 < ttl <= TTL_MS
     assert store.raw_sizes(RUN, ["call_1", "call_2"]) == {"call_1": len('{"temp": 21}'), "call_2": None}
     progress = store.get_progress(RUN, ["call_1", "call_2"])
     assert progress["call_1"] is not None
     assert progress["call_1"].evidence_status is EvidenceStatus.EVIDENCE_FOUND
+    assert progress == writer.get_progress(RUN, ["call_1", "call_2"])
     run = store.get_run(RUN)
     assert run is not None
     assert run.tool_calls_used == 2
+    assert run == writer.get_run(RUN)
+    # A given clock has no error; the server's clock has a reading only where TIME is granted.
+    assert (store.clock_error_ms() is None) is (not clocked and not extra)
     store.close()
+    writer.close()
 
     async def async_reads() -> tuple[Any, ...]:
-        async_store = AsyncRedisStore.from_url(reader, prefix=prefix, clock=clock)
+        async_store = AsyncRedisStore.from_url(reader, prefix=prefix, clock=given)
         try:
             return (
                 await async_store.get(RUN, "call_1"),
-                await async_store.get_many(RUN, ["call_1"]),
+                await async_store.get_many(RUN, ["call_1", "nope"]),
+                await async_store.get_many(RUN, ["call_1", "call_2", "nope"], include_raw=False),
                 await async_store.calls(RUN),
                 await async_store.completed(RUN),
                 await async_store.ttl_remaining_ms(RUN, "call_1"),
@@ -135,13 +158,14 @@ def test_every_read_api_works_for_a_read_only_acl_user(server_url: str, clock: F
         finally:
             await async_store.close()
 
-    got, many, calls, completed, left, sizes, views, state = asyncio.run(async_reads())
+    got, many, hashes, calls, completed, left, sizes, views, state = asyncio.run(async_reads())
     assert got == record
-    assert many["call_1"] == record
+    assert many == {"call_1": record, "nope": None}
+    assert hashes == {"call_1": without["call_1"], "call_2": with_raw["call_2"], "nope": None}
     assert calls == ("call_1", "call_2")
     assert completed == ("call_1",)
     assert left is not None
-    assert left > 0
+    assert 0 < left <= TTL_MS
     assert sizes == {"call_1": len('{"temp": 21}')}
     assert views["call_1"] == progress["call_1"]
     assert state == run
