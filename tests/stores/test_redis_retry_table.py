@@ -404,3 +404,62 @@ def test_a_down_or_stalled_server_is_answered_within_the_budget_plus_one_round_t
     assert error.__context__ is None
     assert BUDGET_MS / 1000 / 2 <= waited <= BUDGET_MS / 1000 + round_trip + ROUND_TRIP_S, waited
     assert 2 <= connects.count <= most_sends(POLICY), connects.count
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_version_check_of_a_first_read_shares_the_reads_budget(
+    flavour: str, redis_url: str, clock: FakeClock
+) -> None:
+    """CIS-DUR-4, CIS-STORE-7: a store's first read checks the server's version (HELLO) and then reads,
+    within one budget from the start of the read: a version check answered late (planted: 350 ms of a
+    400 ms budget) leaves the read only the rest, so a read that keeps failing (connection refused)
+    is STORE_UNAVAILABLE within the budget plus one round trip, not after a budget of its own."""
+    policy = RetryPolicy(budget_ms=400)
+    late_s = 0.35
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise redis.ConnectionError("Connection refused.")
+
+    async def async_refused(*args: Any, **kwargs: Any) -> Any:
+        raise redis.ConnectionError("Connection refused.")
+
+    if flavour == "sync":
+        store = RedisStore.from_url(redis_url, prefix="first-read", clock=clock, retry_policy=policy)
+        probe = store._on_every_node
+
+        def late_probe(commands: Any) -> Any:
+            time.sleep(late_s)
+            return probe(commands)
+
+        store._on_every_node = late_probe
+        store._client.hmget = refused
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as caught:
+            store.get_run(RUN)
+        waited = time.monotonic() - started
+        assert store._versioned  # the version was checked: the read is what failed
+        store.close()
+        error = caught.value
+    else:
+
+        async def scenario() -> tuple[float, StoreUnavailableError]:
+            store = AsyncRedisStore.from_url(redis_url, prefix="first-read", clock=clock, retry_policy=policy)
+            probe = store._on_every_node
+
+            async def late_probe(commands: Any) -> Any:
+                await asyncio.sleep(late_s)
+                return await probe(commands)
+
+            store._on_every_node = late_probe
+            store._client.hmget = async_refused
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as raised:
+                await store.get_run(RUN)
+            took = time.monotonic() - started
+            assert store._versioned
+            await store.close()
+            return took, raised.value
+
+        waited, error = asyncio.run(scenario())
+    assert error.cause == "ConnectionError"
+    assert late_s <= waited <= policy.budget_ms / 1000 + 0.2, waited

@@ -492,8 +492,9 @@ class AsyncRedisStore:
             return None
         key = run_key(self._prefix, run_id)
         try:
-            await self._check_version()
-            values = await self._io(lambda: self._client.hmget(key, RUN_FIELDS))
+            with operation_deadline(self._retry.budget_ms):  # one budget: the version check and the read
+                await self._check_version()
+                values = await self._io(lambda: self._client.hmget(key, RUN_FIELDS))
             run = core.decode_run(values, run_id)
             return live(run, self._judged_now())
         except FAILURES as exc:
@@ -883,12 +884,13 @@ class AsyncRedisStore:
         if keys is None or not wanted:
             return result
         try:
-            await self._check_version()
-            if self._ready:  # a writer: one script call
-                command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
-                reply = await self._io(lambda: self._evalsha(self._progress, command))
-            else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
-                reply = await self._io(lambda: self._hmget_progress(keys, wanted))
+            with operation_deadline(self._retry.budget_ms):
+                await self._check_version()
+                if self._ready:  # a writer: one script call
+                    command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+                    reply = await self._io(lambda: self._evalsha(self._progress, command))
+                else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
+                    reply = await self._io(lambda: self._hmget_progress(keys, wanted))
             views = core.decode_progress_reply(reply, run_id, wanted)
             now = self._judged_now()
             for tcid, view in zip(wanted, views, strict=True):
@@ -927,8 +929,9 @@ class AsyncRedisStore:
             return replies
 
         try:
-            await self._check_version()
-            replies = await self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                await self._check_version()
+                replies = await self._io(round_trip)
             for index, tcid in enumerate(wanted):
                 exists, size = replies[2 * index], replies[2 * index + 1]
                 if not (isinstance(exists, int) and isinstance(size, int)):
@@ -956,8 +959,9 @@ class AsyncRedisStore:
             return replies
 
         try:
-            await self._check_version()
-            values, items = await self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                await self._check_version()
+                values, items = await self._io(round_trip)
             run = core.decode_run(values, run_id)
             if not is_live(run, self._judged_now()):
                 return ()
@@ -992,8 +996,9 @@ class AsyncRedisStore:
             return replies
 
         try:
-            await self._check_version()
-            fields, pttl = await self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                await self._check_version()
+                fields, pttl = await self._io(round_trip)
             return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._judged_now())
         except FAILURES as exc:
             failure = await self._failure("ttl_remaining_ms", exc, run_id, tool_call_id)

@@ -493,8 +493,9 @@ class RedisStore:
             return None
         key = run_key(self._prefix, run_id)
         try:
-            self._check_version()
-            values = self._io(lambda: self._client.hmget(key, RUN_FIELDS))
+            with operation_deadline(self._retry.budget_ms):  # one budget: the version check and the read
+                self._check_version()
+                values = self._io(lambda: self._client.hmget(key, RUN_FIELDS))
             run = core.decode_run(values, run_id)
             return live(run, self._judged_now())
         except FAILURES as exc:
@@ -884,12 +885,13 @@ class RedisStore:
         if keys is None or not wanted:
             return result
         try:
-            self._check_version()
-            if self._ready:  # a writer: one script call
-                command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
-                reply = self._io(lambda: self._evalsha(self._progress, command))
-            else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
-                reply = self._io(lambda: self._hmget_progress(keys, wanted))
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                if self._ready:  # a writer: one script call
+                    command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+                    reply = self._io(lambda: self._evalsha(self._progress, command))
+                else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
+                    reply = self._io(lambda: self._hmget_progress(keys, wanted))
             views = core.decode_progress_reply(reply, run_id, wanted)
             now = self._judged_now()
             for tcid, view in zip(wanted, views, strict=True):
@@ -928,8 +930,9 @@ class RedisStore:
             return replies
 
         try:
-            self._check_version()
-            replies = self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                replies = self._io(round_trip)
             for index, tcid in enumerate(wanted):
                 exists, size = replies[2 * index], replies[2 * index + 1]
                 if not (isinstance(exists, int) and isinstance(size, int)):
@@ -957,8 +960,9 @@ class RedisStore:
             return replies
 
         try:
-            self._check_version()
-            values, items = self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                values, items = self._io(round_trip)
             run = core.decode_run(values, run_id)
             if not is_live(run, self._judged_now()):
                 return ()
@@ -993,8 +997,9 @@ class RedisStore:
             return replies
 
         try:
-            self._check_version()
-            fields, pttl = self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                fields, pttl = self._io(round_trip)
             return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._judged_now())
         except FAILURES as exc:
             failure = self._failure("ttl_remaining_ms", exc, run_id, tool_call_id)
