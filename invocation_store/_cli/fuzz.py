@@ -19,7 +19,8 @@ end, unless ``HYPOTHESIS_STORAGE_DIRECTORY`` names one.
 
 Exit status: 0 when every example passed (with ``--mutant``: when the planted fault
 was caught), 1 when an invariant broke (with ``--mutant``: when it survived), 2 for
-a bad option, a missing Hypothesis or an unreachable Redis.
+a bad option, a missing Hypothesis, or a Redis that cannot be reached or that the
+store refuses (older than 6.2, an evicting ``maxmemory-policy``: the message says so).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from ._common import REDIS_URL_ENV, fail, positive_int
+from ._common import REDIS_URL_ENV, fail, positive_int, unavailable
 
 __all__ = ["register", "run"]
 
@@ -54,7 +55,8 @@ def register(subparsers: Any) -> None:
             "reads, citations, progress, stale sweeps; clock moves) and check the ten invariants after every "
             "step against the reference kernel. Progress on stderr; a summary, or the minimal failing "
             "sequence, on stdout. Exit 0 when every example passed, 1 when an invariant broke, 2 for a bad "
-            "option or an unreachable Redis. With --mutant, exit 0 when the planted fault was caught and 1 "
+            "option or a Redis that cannot be reached or that the store refuses (older than 6.2, an "
+            "evicting maxmemory-policy). With --mutant, exit 0 when the planted fault was caught and 1 "
             "when it survived. Writes nothing to the current directory: no Hypothesis example database "
             "(database=None, so a failure is replayed with --seed, not from a database) and Hypothesis' "
             "caches go to a temporary directory removed afterwards (or to HYPOTHESIS_STORAGE_DIRECTORY "
@@ -200,14 +202,27 @@ def _factories(store: str, url: str | None, closers: list[Any]) -> list[Callable
 
 
 def _check_redis(url: str) -> str | None:
-    """None if Redis answers PING, else a safe one-line reason (never the URL)."""
-    import redis  # noqa: PLC0415 - only for the Redis stores
+    """None if the store accepts the server at ``url``, else a safe one-line reason (never the URL).
+
+    The check is the store's own (``check_server``: reachable, version >= 6.2, an
+    eviction policy that cannot evict its keys, every command its scripts use;
+    CIS-STORE-7, CIS-DUR-3), so an old or misconfigured server is refused here with
+    the setting to change, before any example runs.
+    """
+    from ..adapters import RedisStore, StoreUnavailableError  # noqa: PLC0415 - the CLI starts fast
 
     try:
-        with redis.Redis.from_url(url, socket_timeout=3.0, socket_connect_timeout=3.0) as client:
-            client.ping()
-    except (redis.RedisError, OSError, ValueError) as exc:
-        return f"cannot reach Redis ({type(exc).__name__}); STORE_UNAVAILABLE"
+        store = RedisStore.from_url(url, prefix="cis-fuzz", socket_timeout=3.0, socket_connect_timeout=3.0)
+    except ValueError:
+        return "cannot reach Redis (ValueError); STORE_UNAVAILABLE"
+    try:
+        store.check_server()
+    except StoreUnavailableError as exc:
+        if exc.permanent:  # a refused server: the message names what to change
+            return unavailable(exc)
+        return f"cannot reach Redis ({exc.cause}); STORE_UNAVAILABLE"
+    finally:
+        store.close()
     return None
 
 

@@ -10,7 +10,9 @@ read, without raw responses unless ``--raw-sizes``) and each record's remaining 
 extends or changes a TTL (CIS-TTL-2, CIS-TTL-5). Raw responses and request texts are
 never printed, only their sizes (with ``--raw-sizes``, from ``STRLEN``: the payload is
 never read). Only commands of Redis' ``@read`` ACL category are sent, no script and
-no ``INFO``, so a user granted ``+@read`` alone can inspect (CIS-DUR-9).
+no ``INFO``, so a user granted ``+@read`` alone can inspect (CIS-DUR-9); the store's
+first read also sends ``HELLO``, which needs no rights, to refuse a server older than
+6.2 by name (CIS-STORE-7).
 
 Corrupt records (a key whose TTL was removed from outside, a foreign type or value)
 are listed by tool_call_id and cause, never their content, and the rest of the run is

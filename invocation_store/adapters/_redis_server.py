@@ -9,7 +9,10 @@ The demands (CIS-STORE-7, CIS-DUR-3, CIS-DUR-6, CIS-DUR-2):
 
 - ``redis_version`` >= 6.2 (``INFO server``). A client speaking RESP3 to an older
   server fails its ``HELLO 3`` before any command runs; the adapters then ask the
-  version over RESP2 (:func:`parse_info_text`) and refuse with the same error.
+  version over RESP2 (:func:`parse_info_text`) and refuse with the same error. A store
+  that reads before it ever writes (a ``+@read`` user, ``inspect``) asks with
+  :data:`VERSION_PROBE` instead, which needs no rights (:func:`judge_hello`,
+  :func:`judge_hello_refused`), so an old server is refused on reads too.
 - ``maxmemory_policy`` is ``noeviction`` (``INFO memory``, which managed services
   allow): every key the store writes has a TTL, so every ``volatile-*`` policy can
   evict records and runs, and every ``allkeys-*`` one can too. An evicted record lets
@@ -36,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+import redis.exceptions
 from attrs import field, frozen
 
 from ..kernel import ErrorCode
@@ -46,10 +50,14 @@ __all__ = [
     "POLICY_CHECK_INTERVAL_MS",
     "SAFE_POLICIES",
     "SCRIPT_WRITE_COMMANDS",
+    "VERSION_INFO",
+    "VERSION_PROBE",
     "Durability",
     "UnsafeServerError",
     "UnsupportedRedisError",
     "check_commands",
+    "judge_hello",
+    "judge_hello_refused",
     "judge_policy",
     "judge_server",
     "parse_info_text",
@@ -347,3 +355,72 @@ def judge_server(
                 f"but the server has {online} online: attach replicas (replicaof), or lower "
                 "Durability.replicas"
             )
+
+
+#: Sent before the first read of a store that has not checked the server (it has not
+#: written yet): ``HELLO`` without arguments, which every connection may send whatever
+#: its ACL rights (a ``+@read`` user too) and which leaves the connection's protocol as
+#: it is. Redis >= 6.2 and Valkey answer with their ``version``; Redis 6.0 refuses it
+#: for want of a protocol version; Redis < 6.0 does not know it (CIS-STORE-7, CIS-DUR-8).
+#: Bytes, so that redis-py hands back the raw reply.
+VERSION_PROBE: Final = (b"HELLO",)
+
+#: Sent after a refused :data:`VERSION_PROBE`, to name the version (:func:`judge_hello_refused`).
+VERSION_INFO: Final = ("INFO", "server")
+
+#: What the refusal names when no reply tells the version of a server without ``HELLO``.
+_BEFORE_HELLO: Final = "a version before 6.0 (no HELLO command)"
+
+
+def _fields(reply: object) -> dict[str, object]:
+    """A ``HELLO`` reply (a RESP3 map, or the flat RESP2 array of name, value pairs) as a dict."""
+    if isinstance(reply, Mapping):
+        return {str(_text(name)): value for name, value in reply.items()}
+    if isinstance(reply, list | tuple) and len(reply) % 2 == 0:
+        return {str(_text(name)): value for name, value in zip(reply[::2], reply[1::2], strict=True)}
+    return {}
+
+
+def judge_hello(reply: object) -> bool:
+    """Judge the reply to :data:`VERSION_PROBE`: True if it names a supported server (CIS-STORE-7).
+
+    False if the server refused ``HELLO`` (an error reply, as an exception):
+    :func:`judge_hello_refused` then decides with the reply to :data:`VERSION_INFO`.
+    Raises :class:`UnsupportedRedisError` if the reply names a version below 6.2, and
+    ``ValueError`` for a reply that names none.
+    """
+    if isinstance(reply, Exception):
+        return False
+    version = parse_version({"redis_version": _fields(reply).get("version")})
+    if version < MIN_VERSION:
+        raise UnsupportedRedisError(_version_text(version))
+    return True
+
+
+def judge_hello_refused(refusal: Exception, info: object) -> None:
+    """Decide on a server that refused :data:`VERSION_PROBE` with ``refusal``; None if it may be used.
+
+    ``info`` is the reply to :data:`VERSION_INFO` (an exception for an error reply).
+    An ``INFO`` that names the version decides: below 6.2 is refused naming it. An
+    ``INFO`` refused by an ACL (``NOPERM``) shows a server with ACLs, so 6.0 or later:
+    then a ``HELLO`` refused for want of arguments is 6.0 (refused), and any other
+    refusal (``HELLO`` renamed away) leaves a server that may be used. An ``INFO`` that
+    fails otherwise leaves the ``HELLO`` refusal to decide: unknown, a server older than
+    6.0; wanting arguments, 6.0; anything else, a server that may be used. Raises
+    :class:`UnsupportedRedisError` (CIS-STORE-7, CIS-DUR-8).
+    """
+    if not isinstance(info, Exception):
+        try:
+            version = parse_version(_info(info))
+        except ValueError:
+            version = None
+        if version is not None:
+            if version < MIN_VERSION:
+                raise UnsupportedRedisError(_version_text(version))
+            return
+    text = str(refusal).lower()
+    wants_arguments = "wrong number of arguments" in text
+    if wants_arguments:
+        raise UnsupportedRedisError("6.0")
+    if "unknown command" in text and not isinstance(info, redis.exceptions.NoPermissionError):
+        raise UnsupportedRedisError(_BEFORE_HELLO)

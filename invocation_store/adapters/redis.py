@@ -7,8 +7,9 @@ script saw (``_redis_core.py``). One successful invocation costs two round trips
 ``create`` and ``complete`` (CIS-STORE-9); a raw response over 16 KiB rides in the
 same round trip as ``complete``, as a plain ``SET`` to a staging key that the script
 renames into place (see ``_redis_scripts.py`` for the layout and why). Reads are
-plain ``HGETALL``/``GET``/``HMGET``/``LRANGE``/``PTTL`` (a record and its raw
-response in one ``MULTI``), one round trip each, never an expire command (CIS-TTL-5).
+plain ``HGETALL``/``GET``/``HMGET``/``LRANGE``/``PTTL`` (a record with its raw
+response checked by a double collect in one pipeline, ``_redis_reads``), one round
+trip each, never an expire command (CIS-TTL-5).
 
 Scripts are registered once through redis-py ``Script`` objects (CIS-STORE-5). The
 two hot scripts (create, complete) are sent as ``EVALSHA`` straight through the
@@ -19,8 +20,11 @@ retried once. A cluster client goes through the ``Script`` object, which routes 
 keys. The first write checks the server (``_redis_server``: version >= 6.2, an
 eviction policy that cannot evict the store's keys, every command the scripts use,
 what the durability mode needs; CIS-STORE-7, CIS-DUR-3, CIS-DUR-6) and loads the
-scripts, in one pipelined round trip per primary; reads check nothing, so a user with
-``+@read`` rights alone can read (CIS-DUR-9).
+scripts, in one pipelined round trip per primary. Reads need neither ``INFO`` nor
+scripts, so a user with ``+@read`` rights alone can read (CIS-DUR-9); the first read of
+a store that has not written asks the version with ``HELLO`` (which needs no rights,
+one extra round trip, once) so that a server below 6.2 is refused on reads too
+(CIS-STORE-7, CIS-DUR-8).
 
 Durability (CIS-DUR-2): in a waiting mode the run open and the create are pipelined
 with ``WAIT``/``WAITAOF`` on the connection that wrote them (on a cluster, the client

@@ -13,6 +13,8 @@ deployment adds, lives here, in :class:`SimRedisNode` and :class:`SimRedisDeploy
   simulation's clock: fakeredis' readings of ``time.time()`` are redirected to it while
   a node runs a command (:func:`simulated_server_time`).
 - **Commands fakeredis does not answer:** ``INFO`` (the sections the store judges),
+  ``HELLO`` without arguments (the version a store's first read checks: fakeredis would
+  name its own),
   ``CONFIG GET/SET`` of the settings the simulation changes, ``WAIT`` and ``WAITAOF``
   (answered from the simulated replication and AOF), all blocking a connection on
   simulated time as the real server does.
@@ -232,7 +234,9 @@ class _NodeSocket(FakeSocket):
         if at_s is None and name in _EFFECTS and node.deployment.on_write is not None:
             node.deployment.on_write(self.tag)
         try:
-            if name in _NODE_COMMANDS and self._reply is not None:
+            if (
+                name in _NODE_COMMANDS or (name == b"hello" and len(fields) == 1)
+            ) and self._reply is not None:
                 reply = node.node_command(self, name, fields[1:])
                 if reply is not _BLOCKED:
                     self.put_response(reply)
@@ -345,6 +349,9 @@ class SimRedisNode:
     # -- commands fakeredis does not answer ----------------------------------------------
 
     def node_command(self, sock: _NodeSocket, name: bytes, args: list[bytes]) -> object:
+        if name == b"hello":  # no arguments: the connection's context, as Redis >= 6.2 answers it
+            server, version = (b"valkey", b"8.1.1") if self.flavour == "valkey" else (b"redis", b"7.2.4")
+            return [b"server", server, b"version", version, b"proto", 2, b"mode", b"standalone"]
         if name == b"info":
             return self.info(args[0].decode().lower() if args else "all")
         if name == b"config":

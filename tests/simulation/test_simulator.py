@@ -11,12 +11,14 @@ import os
 import random
 import subprocess
 import sys
+import types
 from collections.abc import Mapping
 
 import attrs
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
+from invocation_store.adapters._redis_server import judge_hello
 from invocation_store.testing import (
     DEPLOYMENTS,
     PLANTED_FAULTS,
@@ -32,6 +34,7 @@ from invocation_store.testing import (
     shrink_failure,
     simulate,
 )
+from invocation_store.testing._sim_redis import SimRedisDeployment, _NodeSocket
 from invocation_store.testing._sim_schedule import decode, encode, generate
 
 LONG = os.environ.get("INVOCATION_STORE_SIMULATION") == "long"
@@ -252,3 +255,30 @@ def test_the_valkey_replay_acknowledgement_loses_a_create() -> None:
         assert "durable" not in {v.promise for v in result.violations}, deployment
         executions = [line for line in result.trace if "executes run-0/call_2" in line]
         assert len(executions) <= 1, deployment  # run once, or refused as not durable (never twice)
+
+
+@pytest.mark.parametrize("flavour", ["redis", "valkey"])
+def test_a_simulated_node_answers_the_version_probe_as_the_server_it_stands_for(flavour: str) -> None:
+    """CIS-STORE-7: ``HELLO`` without arguments (a store's version check before its first read) is
+    answered by the simulated node with the version its INFO reports, accepted by the store's judge,
+    not by fakeredis with fakeredis' own version (which the judge would refuse as below 6.2)."""
+    deployment = SimRedisDeployment(
+        types.SimpleNamespace(now_ns=0),  # the simulation's loop: only its time is read here
+        persistence="none",
+        replica=False,
+        flavour=flavour,
+        repl_delay_ms=lambda: 0,
+        on_change=lambda node: None,
+        on_time=lambda tag, ms: None,
+        on_reset=lambda node: None,
+    )
+    replies: list[bytes] = []
+    sock = _NodeSocket(deployment.master, replies.append)
+    assert judge_hello(deployment.master.node_command(sock, b"hello", [])) is True
+    sock.run([b"HELLO"])  # what the store's probe sends reaches the node, not fakeredis
+    version = b"8.1.1" if flavour == "valkey" else b"7.2.4"
+    assert replies == [
+        b"*8\r\n$6\r\nserver\r\n$%d\r\n%s\r\n$7\r\nversion\r\n$5\r\n%s\r\n"
+        b"$5\r\nproto\r\n:2\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
+        % (len(flavour), flavour.encode(), version)
+    ]

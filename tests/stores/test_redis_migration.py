@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import queue
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 
 from invocation_store.adapters import RedisStore, RetryPolicy, StoreUnavailableError, call_key, run_key
-from invocation_store.kernel import Admission, ErrorCode
+from invocation_store.kernel import Admission, CanonicalRecord, ErrorCode, InvocationStatus
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_cluster
 
@@ -164,80 +170,249 @@ def test_the_retry_schedule_doubles_up_to_its_cap() -> None:
 
 #: ``redis-cli --cluster reshard`` pace asked for: one key moved every 50 ms.
 RESHARD_PACE_S = 0.05
+#: Workers invoking during the move: half create, half complete what was created.
+CREATORS = 3
+COMPLETERS = 3
+#: Keys of another application in the run's slot (they share its hash tag), moved with it.
+FOREIGN_KEYS = 60
+#: What one key's MIGRATE (and the GETKEYSINSLOT before it) may add to the pace, in ms: the
+#: documented budget counts the time per key, not the pause alone.
+MIGRATE_ALLOWANCE_MS = 30
 
 
-def _reshard_key_by_key(migration: _Migration, pace_s: float, moved: list[float]) -> None:
-    """IMPORTING / MIGRATING, then one MIGRATE per key every ``pace_s``, then the slot to the target."""
-    migration.begin([])
-    while keys := _keys_in_slot(migration.source, migration.slot)[:1]:
-        migration.source.migrate("127.0.0.1", migration.target_port, keys, 0, 5000)
-        moved.append(time.monotonic())
-        time.sleep(pace_s)
-    for client in (migration.target, migration.source):
-        client.cluster("SETSLOT", migration.slot, "NODE", migration.target_id)
+#: The reshard, run in a process of its own as ``redis-cli`` would be (a thread of the test process
+#: would share its interpreter lock with the workload): IMPORTING / MIGRATING, then one MIGRATE per key
+#: every ``pace`` s, then the slot to the target on both nodes. argv: source URL, target URL, slot,
+#: pace. Prints two JSON lines: once the slot is MIGRATING, when (CLOCK_MONOTONIC, s) and the keys in
+#: the slot then; at the end, the keys moved, when the last one was, and when the slot was the target's.
+_RESHARD_SCRIPT = """
+import json, sys, time
+import redis
+source, target = redis.Redis.from_url(sys.argv[1]), redis.Redis.from_url(sys.argv[2])
+slot, pace = int(sys.argv[3]), float(sys.argv[4])
+port = target.connection_pool.connection_kwargs["port"]
+source_id, target_id = (c.cluster("MYID") for c in (source, target))
+target.cluster("SETSLOT", slot, "IMPORTING", source_id)
+source.cluster("SETSLOT", slot, "MIGRATING", target_id)
+began = time.monotonic()
+print(json.dumps({"began": began, "keys": source.cluster("COUNTKEYSINSLOT", slot)}), flush=True)
+moved, last = 0, began
+while keys := list(source.cluster("GETKEYSINSLOT", slot, 1)):
+    source.migrate("127.0.0.1", port, keys, 0, 5000)
+    moved, last = moved + 1, time.monotonic()
+    time.sleep(pace)
+for client in (target, source):
+    client.cluster("SETSLOT", slot, "NODE", target_id)
+print(json.dumps({"moved": moved, "last": last, "ended": time.monotonic()}), flush=True)
+"""
+
+
+def _reshard_in_a_process(
+    source_url: str, target_url: str, slot: int, pace_s: float
+) -> subprocess.Popen[str]:
+    """Start :data:`_RESHARD_SCRIPT` moving ``slot`` key by key (read its JSON lines from stdout)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _RESHARD_SCRIPT, source_url, target_url, str(slot), str(pace_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _neighbour(client: RedisCluster, run_id: str) -> str:
+    """Another run id whose keys hash to the same slot as ``run_id``'s (another live run of the slot)."""
+    slot = client.keyslot(run_key(PREFIX, run_id))
+    return next(
+        f"run-neighbour-{index}"
+        for index in range(1_000_000)
+        if client.keyslot(run_key(PREFIX, f"run-neighbour-{index}")) == slot
+    )
+
+
+class _Op(NamedTuple):
+    """One store call of the workload: kind, run, call, start and end (monotonic s), outcome."""
+
+    kind: str
+    run_id: str
+    tool_call_id: str
+    started: float
+    ended: float
+    outcome: object
+
+
+class _Workload:
+    """Creators admit new calls in two runs of the slot; completers complete what they admitted.
+
+    Every call is recorded as an :class:`_Op`; a StoreUnavailableError is an outcome (a lost call).
+    """
+
+    def __init__(self, store: RedisStore, clock: FakeClock, runs: tuple[str, ...]) -> None:
+        self.store = store
+        self.clock = clock
+        self.runs = runs
+        self.admitted: queue.Queue[CanonicalRecord] = queue.Queue()
+        self.ops: list[_Op] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.created = itertools.count()
+
+    def _call(self, kind: str, record_or_request: Any, send: Callable[[], object]) -> object:
+        started = time.monotonic()
+        try:
+            outcome = send()
+        except StoreUnavailableError as exc:
+            outcome = exc
+        with self.lock:
+            self.ops.append(
+                _Op(
+                    kind,
+                    record_or_request.run_id,
+                    record_or_request.tool_call_id,
+                    started,
+                    time.monotonic(),
+                    outcome,
+                )
+            )
+        return outcome
+
+    def create_one(self) -> None:
+        index = next(self.created)
+        req = request(f"live_{index}", run_id=self.runs[index % len(self.runs)])
+        created = self._call("create", req, lambda: self.store.create(req, LIMITS))
+        if isinstance(created, Admission):
+            self.admitted.put(created.record)
+
+    def complete_one(self, record: CanonicalRecord) -> None:
+        done = ready(record, self.clock())
+        self._call("complete", record, lambda: self.store.complete(record, done))
+
+    def creator(self) -> None:
+        while not self.stop.is_set():
+            self.create_one()
+
+    def completer(self) -> None:
+        while not (self.stop.is_set() and self.admitted.empty()):
+            try:
+                record = self.admitted.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            self.complete_one(record)
 
 
 def test_a_live_reshard_at_cli_pace_loses_no_call_within_the_documented_budget(cluster: list[str]) -> None:
-    """CIS-DUR-4, CIS-KEY-2: the slot of a live run (20 calls made) is resharded one key per 50 ms while
-    a worker keeps invoking in it. A script whose keys are split over the two nodes cannot run
-    (ASK, then TRYAGAIN on the importing node), so every create and completion waits until the slot
-    has moved, at most keys-in-slot x pace; with RetryPolicy.budget_ms set to that plus one second
-    (the documented rule) no call is lost: every create admitted once, every completion written,
-    every record READY. The added latency is printed."""
+    """CIS-DUR-4, CIS-KEY-2: the slot of two live runs (20 calls made in each) that also holds another
+    application's keys is resharded one key per 50 ms, as ``redis-cli --cluster reshard`` paces it (in
+    a process of its own), while three threads keep creating calls in both runs and three keep
+    completing them. A script whose keys are split over the two nodes, or that writes a key not yet
+    there, cannot run (ASK, then TRYAGAIN on the importing node), so every create and completion in
+    flight waits until the whole slot has moved: the slot's keys when the move begins (CLUSTER
+    COUNTKEYSINSLOT: every run's and every other key in it) x the time per key. With
+    RetryPolicy.budget_ms set to that plus one second (the documented rule) no call is lost: creates
+    and completions were in flight during the whole move, every create was admitted once, every
+    completion written, every record READY. The move, the failures (none) and the added latency
+    (median, max) are printed."""
     clock = FakeClock()
     client = RedisCluster.from_url(cluster[0])
     run = "run-reshard"
+    neighbour = _neighbour(client, run)
     warm = RedisStore(client, prefix=PREFIX, clock=clock)
-    open_default_run(warm, clock(), run_id=run, tool_call_budget=200)
-    for index in range(20):
-        made = admitted(warm, request(f"warm_{index}", run_id=run))
-        done = ready(made, clock())
-        assert warm.complete(made, done) == done
+    for run_id in (run, neighbour):
+        open_default_run(warm, clock(), run_id=run_id, tool_call_budget=10_000)
+        for index in range(20):
+            made = admitted(warm, request(f"warm_{index}", run_id=run_id))
+            done = ready(made, clock())
+            assert warm.complete(made, done) == done
+    for index in range(FOREIGN_KEYS):
+        client.set(f"other-app:{{{run}}}:{index}", "x" * 64)
     slot = client.keyslot(run_key(PREFIX, run))
     owner = client.get_node_from_key(run_key(PREFIX, run))
     source_index = next(i for i, url in enumerate(cluster) if url.endswith(f":{owner.port}/0"))
-    migration = _Migration(cluster, slot, source_index)
-    keys = len(_keys_in_slot(migration.source, slot))
-    budget_ms = int(keys * RESHARD_PACE_S * 1000) + 1_000
-    store = RedisStore(client, prefix=PREFIX, clock=clock, retry_policy=RetryPolicy(budget_ms=budget_ms))
-    moved: list[float] = []
-    mover = threading.Thread(target=_reshard_key_by_key, args=(migration, RESHARD_PACE_S, moved), daemon=True)
-    latencies: list[float] = []
-    outcomes: list[object] = []
+    source_url, target_url = cluster[source_index], cluster[1 - source_index]
+    store_of = RedisStore(client, prefix=PREFIX, clock=clock)
+    workload = _Workload(store_of, clock, (run, neighbour))
+    for _ in range(2 * COMPLETERS):  # admitted before the move: completions in flight from its start
+        workload.create_one()
+    baseline = [op.ended - op.started for op in workload.ops]
+    with redis.Redis.from_url(source_url) as source:
+        keys = int(source.cluster("COUNTKEYSINSLOT", slot))
+    own = 2 * (3 + 2 * 20) + 2 * COMPLETERS  # two runs of 20 READY calls; PROJECTING ones (no raw)
+    assert keys == own + FOREIGN_KEYS  # the slot holds more than the runs' own keys
+    # The documented budget: the slot's keys x the time per key (the pace plus what one MIGRATE and
+    # the GETKEYSINSLOT before it take, MIGRATE_ALLOWANCE_MS), plus one second.
+    budget_ms = int(keys * (RESHARD_PACE_S * 1000 + MIGRATE_ALLOWANCE_MS)) + 1_000
+    workload.store = RedisStore(
+        client, prefix=PREFIX, clock=clock, retry_policy=RetryPolicy(budget_ms=budget_ms)
+    )
+    workers = [threading.Thread(target=workload.creator, daemon=True) for _ in range(CREATORS)]
+    workers += [threading.Thread(target=workload.completer, daemon=True) for _ in range(COMPLETERS)]
+    mover = _reshard_in_a_process(source_url, target_url, slot, RESHARD_PACE_S)
     try:
-        baseline_started = time.monotonic()
-        for index in range(5):
-            made = admitted(store, request(f"base_{index}", run_id=run))
-            store.complete(made, ready(made, clock()))
-        baseline = (time.monotonic() - baseline_started) / 5
-        mover.start()
-        index = 0
-        while mover.is_alive() or index < 5:
-            started = time.monotonic()
-            try:
-                created = store.create(request(f"live_{index}", run_id=run), LIMITS)
-                outcome: object = created
-                if isinstance(created, Admission):
-                    outcome = store.complete(created.record, ready(created.record, clock()))
-            except StoreUnavailableError as exc:
-                outcome = exc
-            latencies.append(time.monotonic() - started)
-            outcomes.append(outcome)
-            index += 1
-        mover.join()
-        lost = [o for o in outcomes if not hasattr(o, "status")]
-        assert lost == [], lost
-        assert len(moved) >= keys
-        records = store.get_many(run, [f"live_{i}" for i in range(index)])
-        assert all(r is not None and r.status.value == "READY" for r in records.values())
-        assert max(latencies) * 1000 <= budget_ms + 500
-        ordered = sorted(latencies)
+        assert mover.stdout is not None
+        start = json.loads(mover.stdout.readline())
+        assert start["keys"] == keys  # nothing was written between the count and the move
+        for worker in workers:  # the workload starts as the slot starts MIGRATING
+            worker.start()
+        out, _ = mover.communicate(timeout=budget_ms / 1000 + 60)
+        assert mover.returncode == 0
+        report = json.loads(out)
+        began, ended = float(start["began"]), float(report["ended"])
+        assert report["moved"] == keys
+        time.sleep(0.3)  # calls after the move too
+        workload.stop.set()
+        for worker in workers:
+            worker.join(timeout=budget_ms / 1000 + 10)
+        assert not any(worker.is_alive() for worker in workers)
+        moved_s = ended - began
+        lost = [op for op in workload.ops if isinstance(op.outcome, StoreUnavailableError)]
+        assert lost == [], (
+            f"{len(lost)} calls lost (a slot of {keys} keys moved in {moved_s:.2f} s; budget {budget_ms} ms, "
+            f"{budget_ms - 1000} ms of which for the move): {lost[:3]}"
+        )
+        during = [op for op in workload.ops if op.started < ended and op.ended > began]
+        kinds = {kind: [op for op in during if op.kind == kind] for kind in ("create", "complete")}
+        # Every worker had a call in flight from the start of the move (its thread started then) until
+        # the last key had moved.
+        for kind, workers_of_kind in (("create", CREATORS), ("complete", COMPLETERS)):
+            spanning = [
+                op for op in kinds[kind] if op.started <= began + 1.0 and op.ended >= float(report["last"])
+            ]
+            assert len(spanning) >= workers_of_kind, (kind, len(spanning))
+        creates = [op for op in workload.ops if op.kind == "create"]
+        completes = [op for op in workload.ops if op.kind == "complete"]
+        assert all(isinstance(op.outcome, Admission) and not op.outcome.replayed for op in creates)
+        assert len(completes) == len(creates)  # every admitted call completed
+        assert all(
+            isinstance(op.outcome, CanonicalRecord) and op.outcome.status is InvocationStatus.READY
+            for op in completes
+        )
+        for run_id in (run, neighbour):
+            ids = [op.tool_call_id for op in creates if op.run_id == run_id]
+            records = workload.store.get_many(run_id, ids)
+            assert all(r is not None and r.status is InvocationStatus.READY for r in records.values())
+            assert sorted(workload.store.calls(run_id)[20:]) == sorted(ids)
+        with redis.Redis.from_url(target_url) as target:
+            assert int(target.cluster("COUNTKEYSINSLOT", slot)) >= keys
+        longest = max(op.ended - op.started for op in workload.ops)
+        assert longest * 1000 <= budget_ms + 500
+        after = [op.ended - op.started for op in workload.ops if op.started >= ended]
         print(
-            f"live reshard of {keys} keys at {RESHARD_PACE_S * 1000:.0f} ms/key "
-            f"({moved[-1] - moved[0]:.2f} s): {len(outcomes)} calls, 0 lost; call latency median "
-            f"{ordered[len(ordered) // 2] * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms "
-            f"(outside a migration {baseline * 1000:.1f} ms); budget {budget_ms} ms"
+            f"live reshard of a slot of {keys} keys ({own} of the two runs, {FOREIGN_KEYS} foreign) at "
+            f"{RESHARD_PACE_S * 1000:.0f} ms/key: moved in {moved_s:.2f} s "
+            f"({moved_s / keys * 1000:.0f} ms/key); "
+            f"{CREATORS} creators + {COMPLETERS} completers: {len(creates)} creates, {len(completes)} "
+            f"completions, 0 lost; in flight during the move: {len(kinds['create'])} creates "
+            f"({_stats([op.ended - op.started for op in kinds['create']])}), {len(kinds['complete'])} "
+            f"completions ({_stats([op.ended - op.started for op in kinds['complete']])}); outside the "
+            f"move: before {_stats(baseline)}, after {_stats(after)}; budget {budget_ms} ms"
         )
     finally:
-        migration.close()
+        workload.stop.set()
+        if mover.poll() is None:
+            mover.kill()
+            mover.wait()
         client.close()
+
+
+def _stats(latencies: list[float]) -> str:
+    """``median X ms, max Y ms`` of latencies in s."""
+    ordered = sorted(latencies)
+    return f"median {ordered[len(ordered) // 2] * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms"

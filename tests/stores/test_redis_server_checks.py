@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from invocation_store.kernel import ErrorCode, RunState
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
+from ._old_redis import TRANSCRIPT, answer, old_redis
 from ._support import LIMITS, RUN, open_default_run, request
 
 pytestmark = pytest.mark.redis
@@ -104,110 +103,25 @@ def test_a_server_missing_a_script_command_is_refused_before_any_write(
 # -- versions ----------------------------------------------------------------------
 
 
-class _OldServer:
-    """A RESP2-only server claiming Redis 5.0.14: HELLO is an unknown command, as in Redis 5."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = int(self.sock.getsockname()[1])
-        self.hello_seen = 0
-        self._stop = False
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
-
-    def _client(self, conn: socket.socket) -> None:
-        buffer = b""
-        with conn:
-            while True:
-                try:
-                    chunk = conn.recv(65536)
-                except OSError:
-                    return
-                if not chunk:
-                    return
-                buffer += chunk
-                while True:
-                    parsed = _parse_command(buffer)
-                    if parsed is None:
-                        break
-                    command, buffer = parsed
-                    conn.sendall(self._answer(command))
-
-    def _answer(self, command: list[bytes]) -> bytes:
-        name = command[0].upper()
-        if name == b"HELLO":
-            self.hello_seen += 1
-        if name == b"INFO":
-            body = b"# Server\r\nredis_version:5.0.14\r\nredis_mode:standalone\r\n"
-            return b"$%d\r\n%s\r\n" % (len(body), body)
-        if name == b"PING":
-            return b"+PONG\r\n"
-        return b"-ERR unknown command '" + name.lower() + b"'\r\n"
-
-    def close(self) -> None:
-        self._stop = True
-        self.sock.close()
+def _resp(command: tuple[bytes, ...]) -> bytes:
+    return b"*%d\r\n" % len(command) + b"".join(b"$%d\r\n%s\r\n" % (len(arg), arg) for arg in command)
 
 
-def _parse_command(buffer: bytes) -> tuple[list[bytes], bytes] | None:
-    if not buffer.startswith(b"*"):
-        return None
-    head, sep, rest = buffer.partition(b"\r\n")
-    if not sep:
-        return None
-    items: list[bytes] = []
-    for _ in range(int(head[1:])):
-        size_line, sep, rest = rest.partition(b"\r\n")
-        if not sep or len(rest) < int(size_line[1:]) + 2:
-            return None
-        size = int(size_line[1:])
-        items.append(rest[:size])
-        rest = rest[size + 2 :]
-    return items, rest
-
-
-@pytest.fixture
-def old_server() -> Iterator[_OldServer]:
-    server = _OldServer()
-    yield server
-    server.close()
-
-
-@pytest.mark.parametrize("protocol", [2, 3])
-def test_redis_5_gets_the_minimum_version_error_over_resp2_and_resp3(
-    old_server: _OldServer, protocol: int, clock: FakeClock
-) -> None:
-    """CIS-STORE-7, CIS-DUR-8: a Redis 5 server is refused with "requires Redis >= 6.2, found 5.0.14",
-    also when the client speaks RESP3 (whose HELLO 3 Redis 5 rejects before any command runs)."""
-    url = f"redis://127.0.0.1:{old_server.port}/0?protocol={protocol}"
-    store = RedisStore.from_url(url, clock=clock)
-    with pytest.raises(UnsupportedRedisError) as caught:
-        open_default_run(store, clock())
-    assert "requires Redis >= 6.2, found 5.0.14" in str(caught.value)
-    store.close()
-
-    async def async_side() -> str:
-        async_store = AsyncRedisStore.from_url(url, clock=clock)
-        try:
-            await async_store.create(request("call_1"), LIMITS)
-        except UnsupportedRedisError as exc:
-            return str(exc)
-        finally:
-            await async_store.close()
-        return "accepted"
-
-    assert "requires Redis >= 6.2, found 5.0.14" in asyncio.run(async_side())
-    assert (old_server.hello_seen > 0) is (protocol == 3)
+def test_the_fake_old_server_answers_as_redis_5_does() -> None:
+    """The fake standing in for Redis 5.0.6 (when no real binary is given) answers every command of
+    the transcript recorded from the real 5.0.6 with the same bytes; so does the server the version
+    tests use, the real binary when INVOCATION_STORE_OLD_REDIS_SERVER names one (which keeps the
+    recording honest) and the fake otherwise."""
+    for command, reply in TRANSCRIPT:
+        assert answer(list(command)) == reply, command
+    assert b"\r\nredis_version:5.0.6\r\n" in answer([b"INFO", b"server"])
+    with old_redis() as old, socket.create_connection((old.host, old.port), timeout=5) as conn:
+        for command, reply in TRANSCRIPT:
+            conn.sendall(_resp(command))
+            received = b""
+            while len(received) < len(reply) and (chunk := conn.recv(65536)):
+                received += chunk
+            assert received == reply, (old.real, command)
 
 
 def test_an_unreachable_server_is_not_called_old(clock: FakeClock) -> None:

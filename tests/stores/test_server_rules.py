@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 import redis
+import redis.exceptions
 
 from invocation_store.adapters import Durability, UnsafeServerError, UnsupportedRedisError
 from invocation_store.adapters._redis_common import is_hello_failure, old_version_error
 from invocation_store.adapters._redis_server import (
     SCRIPT_WRITE_COMMANDS,
     check_commands,
+    judge_hello,
+    judge_hello_refused,
     judge_policy,
     judge_server,
 )
@@ -223,3 +226,62 @@ def test_replies_of_the_wrong_shape_are_refused() -> None:
     replies[1] = redis.ResponseError("NOPERM")
     with pytest.raises(redis.ResponseError):
         judge_server(replies, durability=Durability(), allow_eviction=False)
+
+
+# -- the version probe of a store that reads before it writes (CIS-STORE-7, CIS-DUR-8) ------------
+
+#: What each server kind answers to ``HELLO`` without arguments (as redis-py hands it back raw:
+#: a RESP3 map, or the flat RESP2 array), or the error it refuses it with.
+HELLO_REPLIES: dict[str, Any] = {
+    "redis-5.0": redis.ResponseError("unknown command `HELLO`, with args beginning with: "),
+    "redis-6.0": redis.ResponseError("wrong number of arguments for 'hello' command"),
+    "redis-6.2": {b"server": b"redis", b"version": b"6.2.14", b"proto": 3, b"mode": b"standalone"},
+    "redis-7.0": [b"server", b"redis", b"version", b"7.0.15", b"proto", 2, b"mode", b"standalone"],
+    "redis-7.2": {b"server": b"redis", b"version": b"7.2.5", b"proto": 3},
+    "valkey-9": {b"server": b"valkey", b"version": b"9.1.2", b"proto": 3},
+}
+INFO_SERVER: dict[str, dict[str, str]] = {**SERVERS, "redis-6.0": {"redis_version": "6.0.16"}}
+NOPERM = redis.exceptions.NoPermissionError("this user has no permissions to run the 'info' command")
+
+
+@pytest.mark.parametrize("raw_text", [False, True], ids=["parsed", "raw-text"])
+@pytest.mark.parametrize("kind", list(HELLO_REPLIES))
+def test_the_version_probe_of_a_reading_store(kind: str, raw_text: bool) -> None:
+    """CIS-STORE-7, CIS-DUR-8: a HELLO reply naming 6.2 or later (either shape) is accepted without
+    INFO; a HELLO refused as unknown (Redis 5) or for want of arguments (Redis 6.0) sends the store to
+    INFO server, whose version is named in the refusal."""
+    hello = HELLO_REPLIES[kind]
+    info = _text(INFO_SERVER[kind], "Server") if raw_text else INFO_SERVER[kind]
+    if not isinstance(hello, Exception):
+        assert judge_hello(hello) is True
+        return
+    assert judge_hello(hello) is False
+    version = INFO_SERVER[kind]["redis_version"]
+    with pytest.raises(UnsupportedRedisError, match=rf"requires Redis >= 6\.2, found {version}\)$"):
+        judge_hello_refused(hello, info)
+
+
+def test_a_refused_probe_without_info_falls_back_on_what_hello_told() -> None:
+    """CIS-STORE-7, CIS-DUR-8: where INFO cannot name the version, the HELLO refusal decides: unknown,
+    a server before 6.0 (refused, unless INFO was refused by an ACL, which only 6.0+ has: HELLO was
+    renamed away); wanting arguments, 6.0 (refused); a HELLO reply naming an old version is refused; a
+    reply without a version is ValueError."""
+    unknown, wants_arguments = HELLO_REPLIES["redis-5.0"], HELLO_REPLIES["redis-6.0"]
+    renamed_info = redis.ResponseError("unknown command `INFO`, with args beginning with: `server`, ")
+    with pytest.raises(UnsupportedRedisError, match=r"found a version before 6\.0 \(no HELLO command\)"):
+        judge_hello_refused(unknown, renamed_info)
+    with pytest.raises(UnsupportedRedisError, match=r"found a version before 6\.0"):
+        judge_hello_refused(unknown, b"garbage")
+    judge_hello_refused(unknown, NOPERM)  # an ACL: 6.0 or later with HELLO renamed away
+    with pytest.raises(UnsupportedRedisError, match=r"found 6\.0\)$"):
+        judge_hello_refused(wants_arguments, NOPERM)
+    with pytest.raises(UnsupportedRedisError, match=r"found 6\.0\)$"):
+        judge_hello_refused(wants_arguments, renamed_info)
+    judge_hello_refused(redis.ResponseError("NOPERM denied"), NOPERM)  # nothing tells: accepted
+    judge_hello_refused(unknown, {"redis_version": "7.0.15"})  # INFO decides: HELLO renamed away
+    with pytest.raises(UnsupportedRedisError, match=r"found 6\.0\.9\)$"):
+        judge_hello({b"server": b"redis", b"version": b"6.0.9"})
+    with pytest.raises(ValueError, match="NoVersion"):
+        judge_hello({b"server": b"redis"})
+    with pytest.raises(ValueError, match="NoVersion"):
+        judge_hello(b"OK")

@@ -74,9 +74,13 @@ from .._redis_scripts import (
 )
 from .._redis_server import (
     POLICY_CHECK_INTERVAL_MS,
+    VERSION_INFO,
+    VERSION_PROBE,
     Durability,
     UnsupportedRedisError,
     check_commands,
+    judge_hello,
+    judge_hello_refused,
     judge_policy,
     judge_server,
 )
@@ -141,6 +145,7 @@ class RedisStore:
         self._retry = retry_policy
         self._ready = False
         self._checked = False  # the first check_server passed once (replicas are counted then only)
+        self._versioned = False  # the server's version was found supported (check_server or a read's probe)
         self._policy_checked = 0.0  # _deadline.monotonic() of the last maxmemory-policy reading
         self._cluster = isinstance(client, redis.cluster.RedisCluster)
         if self._cluster and self._durability.waits and not RedisFlavour.WAITS_ON_CLUSTER:
@@ -315,7 +320,8 @@ class RedisStore:
         ``maxmemory-policy`` that cannot evict the store's keys unless
         ``allow_eviction`` (CIS-DUR-3), every command the scripts write with
         (CIS-DUR-6), and what the durability mode needs (CIS-DUR-2). Writes call this
-        first; reads never do (they need neither INFO nor scripts, CIS-DUR-9). Raises
+        first; reads never do (they need neither INFO nor scripts, CIS-DUR-9: they ask
+        the version with ``HELLO`` instead, ``_check_version``). Raises
         :class:`UnsupportedRedisError` (also when a RESP3 ``HELLO`` fails on an older
         server), :class:`UnsafeServerError`, or :class:`StoreUnavailableError` if
         Redis cannot be reached.
@@ -353,7 +359,7 @@ class RedisStore:
             failure = StoreUnavailableError(report_failure("check_server", exc))
         if failure is not None:
             raise failure
-        self._ready = self._checked = True
+        self._ready = self._checked = self._versioned = True
         self._policy_checked = monotonic()
 
     def _on_every_node(self, commands: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
@@ -410,6 +416,26 @@ class RedisStore:
         if failure is not None:
             raise failure
         self._policy_checked = monotonic()
+
+    def _check_version(self) -> None:
+        """Before the first read of a store that has not checked the server: refuse one below 6.2.
+
+        CIS-STORE-7, CIS-DUR-8. Reads need no ``INFO`` (CIS-DUR-9), so they ask with
+        ``HELLO`` (``_redis_server.VERSION_PROBE``, which any user may send) on every
+        primary, then ``INFO server`` where it was refused; once per store. Raises
+        :class:`UnsupportedRedisError`; a failure to reach the server propagates to the
+        read, whose failure handling names it (a RESP3 ``HELLO`` refused at connect is
+        an old server there too).
+        """
+        if self._versioned:
+            return
+        hellos = [replies[0] for replies in self._on_every_node((VERSION_PROBE,))]
+        if not all(judge_hello(reply) for reply in hellos):
+            infos = self._on_every_node((VERSION_INFO,))
+            for hello, replies in zip(hellos, infos, strict=True):
+                if isinstance(hello, Exception):
+                    judge_hello_refused(hello, replies[0])
+        self._versioned = True
 
     @staticmethod
     def _old_server(client: redis.Redis) -> UnsupportedRedisError | None:
@@ -512,7 +538,9 @@ class RedisStore:
             return None
         key = run_key(self._prefix, run_id)
         try:
-            values = self._io(lambda: self._client.hmget(key, RUN_FIELDS))
+            with operation_deadline(self._retry.budget_ms):  # one budget: the version check and the read
+                self._check_version()
+                values = self._io(lambda: self._client.hmget(key, RUN_FIELDS))
             run = core.decode_run(values, run_id)
             now = self._read_now()
             return run if now is None else live(run, now)
@@ -857,6 +885,7 @@ class RedisStore:
         failure: StoreUnavailableError | None = None
         try:
             with operation_deadline(self._retry.budget_ms):
+                self._check_version()
                 pending = wanted
                 for _attempt in range(MAX_ATTEMPTS):
                     replies = self._io(functools.partial(round_trip, pending))
@@ -903,11 +932,13 @@ class RedisStore:
         if keys is None or not wanted:
             return result
         try:
-            if self._ready:  # a writer: one script call
-                command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
-                reply = self._io(lambda: self._evalsha(self._progress, command))
-            else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
-                reply = self._io(lambda: self._hmget_progress(keys, wanted))
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                if self._ready:  # a writer: one script call
+                    command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
+                    reply = self._io(lambda: self._evalsha(self._progress, command))
+                else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
+                    reply = self._io(lambda: self._hmget_progress(keys, wanted))
             views = core.decode_progress_reply(reply, run_id, wanted)
             now = self._read_now()
             for tcid, view in zip(wanted, views, strict=True):
@@ -946,7 +977,9 @@ class RedisStore:
             return replies
 
         try:
-            replies = self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                replies = self._io(round_trip)
             for index, tcid in enumerate(wanted):
                 exists, size = replies[2 * index], replies[2 * index + 1]
                 if not (isinstance(exists, int) and isinstance(size, int)):
@@ -974,7 +1007,9 @@ class RedisStore:
             return replies
 
         try:
-            values, items = self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                values, items = self._io(round_trip)
             run = core.decode_run(values, run_id)
             now = self._read_now()
             if run is None or (now is not None and not is_live(run, now)):
@@ -1010,7 +1045,9 @@ class RedisStore:
             return replies
 
         try:
-            fields, pttl = self._io(round_trip)
+            with operation_deadline(self._retry.budget_ms):
+                self._check_version()
+                fields, pttl = self._io(round_trip)
             return core.finish_ttl(fields, pttl, run_id, tool_call_id, self._read_now())
         except FAILURES as exc:
             failure = self._failure("ttl_remaining_ms", exc, run_id, tool_call_id)
