@@ -176,7 +176,7 @@ def render_text(listing: dict[str, Any], *, raw_sizes: bool) -> str:
     for entry in listing["corrupt"]:
         lines.append(
             f"corrupt record {entry['tool_call_id']} ({entry['code']}): not served, never completed; "
-            "see the README's operator notes"
+            "see docs/durability.md, 'A corrupt record is isolated'"
         )
     return "\n".join(lines)
 

@@ -41,7 +41,7 @@ Durability. ``synchronous_commit`` (``None``: the server's, ``on`` by default): 
 ``on`` an acknowledged transaction is in the WAL on disk, surviving a server crash;
 with synchronous standbys configured (``synchronous_standby_names``), ``on`` /
 ``remote_apply`` also wait for the standby; ``off`` may lose the last acknowledged
-transactions in a crash. See the README's durability table.
+transactions in a crash. See the durability table in docs/durability.md.
 """
 
 from ._async.postgres import (

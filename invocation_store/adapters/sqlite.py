@@ -10,7 +10,7 @@ state), reads under a deferred ``BEGIN`` (one consistent snapshot). Inside it th
 store reads the rows, then its clock, runs the kernel and writes the kernel's
 effects; nothing is decided in SQL but the lapse sweep (mirroring kernel ``lapsed``).
 
-Durability (stated in the README's durability table): ``journal_mode=WAL`` and
+Durability (stated in the durability table of docs/durability.md): ``journal_mode=WAL`` and
 ``synchronous=FULL`` by default, so a transaction whose COMMIT returned is in the
 write-ahead log on disk: a process killed at any moment (even ``kill -9``) loses no
 acknowledged record, and the host losing power loses none either where the disk

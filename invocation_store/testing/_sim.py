@@ -125,7 +125,7 @@ POLICY_RESTORED_MS: Final = 6_000
 STALE_NOW_MS: Final = 1_000
 #: How long a crashed host stays down.
 HOST_DOWN_MS: Final = 300
-#: Harness re-sends of a call answered STORE_UNAVAILABLE (as the README invites).
+#: Harness re-sends of a call answered STORE_UNAVAILABLE (as docs/durability.md invites).
 RESENDS_AFTER_UNAVAILABLE: Final = 2
 
 #: Every promise the simulator checks: id -> (requirement, statement).

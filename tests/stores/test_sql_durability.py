@@ -1,4 +1,4 @@
-"""The SQL stores' durability table, one test per cell (README "Durability", CIS-DUR-1).
+"""The SQL stores' durability table, one test per cell (docs/durability.md, CIS-DUR-1).
 
 - SQLite, WAL + ``synchronous=FULL``: a process killed with SIGKILL while it creates
   loses no acknowledged record.
