@@ -66,6 +66,7 @@ from ._runs import RUN_TRANSITIONS, RunOp, cancel_run, check_run_parameters, clo
 from ._sizes import record_bytes, text_bytes, utf8_len
 from ._state import (
     FAILURE_CODES,
+    IDENTITY_FIELDS,
     MAX_SAFE_INT,
     TABLE,
     TRANSITIONS,
@@ -93,6 +94,7 @@ __all__ = [
     "DUPLICATE_CODES",
     "ERROR_MESSAGES",
     "FAILURE_CODES",
+    "IDENTITY_FIELDS",
     "MAX_ID_LENGTH",
     "MAX_SAFE_INT",
     "PREFLIGHT_ORDER",

@@ -54,6 +54,7 @@ from ._sizes import record_bytes, utf8_len
 
 __all__ = [
     "FAILURE_CODES",
+    "IDENTITY_FIELDS",
     "MAX_SAFE_INT",
     "TABLE",
     "TRANSITIONS",
@@ -552,7 +553,9 @@ def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> 
     return row.handler(record, event, limits)
 
 
-_IDENTITY_FIELDS: Final = (
+#: The record fields no completion changes: ids, token, tool name, request, sequence, creation
+#: and expiry times (CIS-LIFE-6). Every other field is the completion's to write.
+IDENTITY_FIELDS: Final[tuple[str, ...]] = (
     "run_id",
     "tool_call_id",
     "tool_name",
@@ -562,7 +565,7 @@ _IDENTITY_FIELDS: Final = (
     "created_at_ms",
     "expires_at_ms",
 )
-_identity: Final = operator.attrgetter(*_IDENTITY_FIELDS)
+_identity: Final = operator.attrgetter(*IDENTITY_FIELDS)
 
 
 class CompareAndSet(enum.Enum):
@@ -584,7 +587,7 @@ def check_completion(before: CanonicalRecord, after: CanonicalRecord) -> None:
     sending.
     """
     if _identity(before) != _identity(after):
-        changed = [name for name in _IDENTITY_FIELDS if getattr(before, name) != getattr(after, name)]
+        changed = [name for name in IDENTITY_FIELDS if getattr(before, name) != getattr(after, name)]
         raise ValueError(f"a completion may not change {', '.join(changed)} (CIS-LIFE-6)")
 
 
