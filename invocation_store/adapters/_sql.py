@@ -259,7 +259,7 @@ class Statements:
             name: f"SELECT tool_call_id FROM {p}{name} WHERE run_id = {q} ORDER BY position"
             for name in ("calls", "done")
         }
-        # The lapse sweep: ``expires_at_ms <= now`` mirrors kernel ``lapsed`` (CIS-TTL-4).
+        # The lapse sweep: ``expires_at_ms <= now`` mirrors kernel ``lapsed``.
         self.lapsed_records = (
             f"DELETE FROM {p}records WHERE (run_id, tool_call_id) IN (SELECT run_id, tool_call_id "
             f"FROM {p}records WHERE expires_at_ms <= {q} LIMIT {q})"

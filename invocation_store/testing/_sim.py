@@ -1205,7 +1205,7 @@ class _Simulation:
                 tolerance = 0 if self.redis is None else STALE_NOW_MS
                 expiry, ended = version.expiry_ms, version.ended_ms
                 if expiry is not None and ended is not None and ended + tolerance >= expiry:
-                    continue  # within the store's stated bound on a stale clock reading (CIS-DUR-11)
+                    continue  # within the store's stated bound on a stale clock reading
                 later = [v for v in versions[index + 1 :] if v.executed]
                 if later:
                     lived = "" if version.expiry_ms is None else f", due to expire at t={version.expiry_ms}ms"

@@ -448,7 +448,7 @@ class StoreContract:
         run = open_default_run(store, clock())
         assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
         assert store.get_run(RUN) == evolve(run, status=RunStatus.CANCELLED)
-        assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)  # a retry (CIS-RETRY-3)
+        assert store.cancel_run(RUN) == evolve(run, status=RunStatus.CANCELLED)  # a retry
         assert store.close_run(RUN) is ErrorCode.INVALID_TRANSITION
         other = open_default_run(store, clock(), run_id="run-2")
         assert store.close_run("run-2") == evolve(other, status=RunStatus.CLOSED)
