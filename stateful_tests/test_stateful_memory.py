@@ -9,7 +9,7 @@ from hypothesis.stateful import get_state_machine_test
 from invocation_store.adapters import AsyncMemoryStore, MemoryStore
 from invocation_store.kernel import ErrorCode
 from invocation_store.testing import FakeClock, MachineStats, make_invocation_machine
-from invocation_store.testing.stateful import NOT_CALL_OUTCOMES, OUTCOME_RULES
+from invocation_store.testing._vocabulary import NOT_CALL_OUTCOMES, OUTCOME_RULES
 
 from ._support import run_machine
 
@@ -66,6 +66,7 @@ def test_machine_reaches_every_outcome() -> None:
     missing = sorted(wanted - set(stats.outcomes))
     where = {code: OUTCOME_RULES.get(ErrorCode(code)) for code in missing if code in ErrorCode.__members__}
     assert missing == [], (
-        f"outcomes never reached: {missing}; the rules invocation_store/testing/stateful.py names for them "
+        f"outcomes never reached: {missing}; the rules that invocation_store/testing/_vocabulary.py "
+        "names for them "
         f"(OUTCOME_RULES): {where}; reached: {dict(stats.outcomes)}"
     )

@@ -11,9 +11,10 @@ from __future__ import annotations
 import inspect
 
 from invocation_store.kernel import ErrorCode
-from invocation_store.testing.stateful import NOT_CALL_OUTCOMES, OUTCOME_RULES, InvocationMachine
+from invocation_store.testing._vocabulary import NOT_CALL_OUTCOMES, OUTCOME_RULES
+from invocation_store.testing.stateful import InvocationMachine
 
-KIT = "invocation_store/testing/stateful.py"
+KIT = "invocation_store/testing/_vocabulary.py"
 
 
 def test_every_code_is_claimed_by_a_rule_or_exempt() -> None:

@@ -26,7 +26,7 @@ for the invariant that owns it, so the report always names the invariant broken.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -63,6 +63,8 @@ from ._vocabulary import (
     CALL_SHAPES,
     DEFAULT,
     FIRST_RUN_SHAPES,
+    NOT_CALL_OUTCOMES,
+    OUTCOME_RULES,
     READY_SHAPES,
     REFUSALS,
     RUN_IDS,
@@ -85,42 +87,6 @@ __all__ = [
     "MachineStats",
     "make_invocation_machine",
 ]
-
-#: The rule of :class:`InvocationMachine` whose calls reach each error code (CIS-STATE-2).
-#: Every :class:`~invocation_store.kernel.ErrorCode` is here or in :data:`NOT_CALL_OUTCOMES`:
-#: ``tests/test_stateful_outcomes.py`` checks that at once, and the stateful suite
-#: (``stateful_tests/test_stateful_memory.py``) that the rule does reach the code. A new
-#: code reached by no rule needs a rule (or a vocabulary entry, ``_vocabulary.py``) here.
-OUTCOME_RULES: Final[dict[ErrorCode, str]] = {
-    ErrorCode.MISSING_TOOL_CALL_ID: "submit_refused",
-    ErrorCode.UNSAFE_TOOL_CALL_ID: "submit_refused",
-    ErrorCode.RUN_MISMATCH: "submit_refused",
-    ErrorCode.INVALID_ARGUMENTS: "submit_refused",
-    ErrorCode.REQUEST_TOO_LARGE: "submit_refused",
-    ErrorCode.UNAUTHORIZED: "submit_refused",
-    ErrorCode.NOT_READ_ONLY: "submit_refused",
-    ErrorCode.RUN_INACTIVE: "submit",
-    ErrorCode.RUN_DEADLINE_EXCEEDED: "submit",
-    ErrorCode.DUPLICATE_TOOL_CALL: "submit_duplicate",
-    ErrorCode.CALL_IN_PROGRESS: "submit_duplicate",
-    ErrorCode.TOOL_BUDGET_EXHAUSTED: "submit",
-    ErrorCode.RUN_BYTES_EXHAUSTED: "submit",
-    ErrorCode.EXECUTION_FAILED: "submit",
-    ErrorCode.EXECUTION_TIMEOUT: "submit_slow",
-    ErrorCode.RESULT_TOO_LARGE: "submit",
-    ErrorCode.SERIALIZATION_FAILED: "submit",
-    ErrorCode.PROJECTION_FAILED: "submit",
-    ErrorCode.PROJECTION_INVALID: "submit",
-    ErrorCode.INVALID_TRANSITION: "submit",
-}
-
-#: Codes that are no call's outcome on the memory machine, each with the reason.
-NOT_CALL_OUTCOMES: Final[dict[ErrorCode, str]] = {
-    ErrorCode.STORE_UNAVAILABLE: "the memory store never fails",
-    ErrorCode.DURABILITY_NOT_REACHED: "only a Redis store in a durability mode refuses with it",
-    ErrorCode.STALE_PROJECTION: "a sweep's code, counted as sweep:swept",
-    ErrorCode.NOT_STALE: "a sweep's no-op on a young record, not a call outcome",
-}
 
 
 class InvocationMachine(WorkerRules, InvariantChecks):
