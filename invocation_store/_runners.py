@@ -125,10 +125,10 @@ def _value(value: object) -> Outcome:
 
 
 def call_inline(fn: Callable[..., object], *args: object) -> Outcome:
-    """Call ``fn(*args)`` in the calling thread; whatever it raises is its failure."""
+    """Call ``fn(*args)`` in the calling thread; whatever it raises is its failure (CIS-BND-2)."""
     try:
         value = fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - every tool failure is a code (CIS-FAIL-2, CIS-BND-2)
+    except BaseException as exc:  # noqa: BLE001 - every tool failure is a code
         return Outcome(failure=type_name(exc))
     return _value(value)
 

@@ -122,9 +122,9 @@ _PROJECTION_KEYS = frozenset({"evidence_status", "content", "scope"})
 
 
 def _projection_as_given(value: object, _type: object) -> Projection:
-    # A projector's result is judged by the kernel, not refused here (CIS-EVID-5): a
-    # non-text content, scope or status is PROJECTION_INVALID there. Only the shape
-    # is checked: an object with evidence_status and content, scope optional.
+    """A projector's result as given: the kernel judges it, so a non-text content, scope or status
+    is PROJECTION_INVALID there, not refused here (CIS-EVID-5). Only the shape is checked: an object
+    with evidence_status and content, scope optional."""
     if not isinstance(value, dict) or not value.keys() <= _PROJECTION_KEYS:
         raise TypeError("expected a projection object")
     status = value["evidence_status"]

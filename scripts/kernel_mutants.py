@@ -533,7 +533,7 @@ _ROUND_3: tuple[Rival, ...] = (
     _kernel(
         "the time is judged after the envelope",
         "_preflight.py",
-        "    check_now(now_ms)  # a caller error is refused before any check (CIS-KERN-2)\n",
+        "    check_now(now_ms)  # a caller error is refused before any check\n",
         "",
     ),
     # Begin (CIS-REC-4, CIS-SIZE-5, CIS-ID-6, CIS-KERN-2).
@@ -548,14 +548,14 @@ _ROUND_3: tuple[Rival, ...] = (
     _kernel(
         "caller errors are judged after the phase",
         "_state.py",
-        "    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)\n",
+        "    check_event(event)  # caller errors first, whatever the phase\n",
         "",
     ),
     _kernel(
         "Begin checks the run id before the tool_call_id",
         "_state.py",
         "    id_code = check_tool_call_id(tool_call_id)\n    if id_code is not None:\n"
-        "        return id_code  # CIS-ID-6: no fallback id ever reaches a record\n"
+        "        return id_code  # no fallback id ever reaches a record\n"
         "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n",
         "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n"
         "    id_code = check_tool_call_id(tool_call_id)\n    if id_code is not None:\n"
@@ -840,7 +840,7 @@ _ROUND_3: tuple[Rival, ...] = (
     _kernel(
         "an open judges the run id before its numbers",
         "_runs.py",
-        "    check_now(now_ms)  # caller errors first, before the run id is judged (CIS-KERN-2)\n",
+        "    check_now(now_ms)  # caller errors first, before the run id is judged\n",
         "    if not is_safe_id(run_id):\n        return ErrorCode.RUN_MISMATCH\n    check_now(now_ms)\n",
     ),
     _kernel(
@@ -887,7 +887,7 @@ _ROUND_3: tuple[Rival, ...] = (
         "strings are judged as UTF-16 after parsing (an escaped high surrogate pairs with a raw low one)",
         "kernel/_ijson.py",
         (
-            ('text.encode("utf-8")  # raises on a raw lone surrogate (CIS-JSON-4)', "pass"),
+            ('text.encode("utf-8")  # raises on a raw lone surrogate', "pass"),
             ("if _SURROGATE_ESCAPE.search(text) is not None:", "if True:"),
             (
                 'json.dumps(value, ensure_ascii=False).encode("utf-8")',

@@ -9,6 +9,7 @@ from hypothesis.stateful import get_state_machine_test
 from invocation_store.adapters import AsyncMemoryStore, MemoryStore
 from invocation_store.kernel import ErrorCode
 from invocation_store.testing import FakeClock, MachineStats, make_invocation_machine
+from invocation_store.testing._vocabulary import NOT_CALL_OUTCOMES, OUTCOME_RULES
 
 from ._support import run_machine
 
@@ -29,16 +30,6 @@ def test_async_memory_store_machine(request: pytest.FixtureRequest) -> None:
     stats = MachineStats()
     run_machine(make_invocation_machine(factory, stats=stats), "async-memory", stats, request)
     assert stats.steps > 0
-
-
-#: Codes that are no call's outcome on the memory machine, each with the reason; every other
-#: ErrorCode must be reached, so a new code is wanted as soon as it exists.
-NOT_CALL_OUTCOMES = {
-    ErrorCode.STORE_UNAVAILABLE: "the memory store never fails",
-    ErrorCode.DURABILITY_NOT_REACHED: "only a Redis store in a durability mode refuses with it",
-    ErrorCode.STALE_PROJECTION: "a sweep's code, counted as sweep:swept",
-    ErrorCode.NOT_STALE: "a sweep's no-op on a young record, not a call outcome",
-}
 
 
 def test_machine_reaches_every_outcome() -> None:
@@ -73,4 +64,9 @@ def test_machine_reaches_every_outcome() -> None:
         if wanted <= set(stats.outcomes):
             break
     missing = sorted(wanted - set(stats.outcomes))
-    assert missing == [], f"outcomes never reached: {missing}; reached: {dict(stats.outcomes)}"
+    where = {code: OUTCOME_RULES.get(ErrorCode(code)) for code in missing if code in ErrorCode.__members__}
+    assert missing == [], (
+        f"outcomes never reached: {missing}; the rules that invocation_store/testing/_vocabulary.py "
+        "names for them "
+        f"(OUTCOME_RULES): {where}; reached: {dict(stats.outcomes)}"
+    )

@@ -94,7 +94,7 @@ def inspect_run(store: Any, run_id: str, *, raw_sizes: bool = False) -> dict[str
     corrupt: dict[str, str] = {}
     try:
         records = store.get_many(run_id, ids, include_raw=raw_sizes and sizer is None) if ids else {}
-    except CorruptRecordError as exc:  # report them, carry on with the rest (CIS-DUR-7)
+    except CorruptRecordError as exc:  # report them, carry on with the rest
         corrupt.update(exc.corrupt)
         records = exc.readable
     sizes = sizer(run_id, ids) if sizer is not None and ids else {}
@@ -178,7 +178,7 @@ def render_text(listing: dict[str, Any], *, raw_sizes: bool) -> str:
     for entry in listing["corrupt"]:
         lines.append(
             f"corrupt record {entry['tool_call_id']} ({entry['code']}): not served, never completed; "
-            "see the README's operator notes"
+            "see docs/durability.md, 'A corrupt record is isolated'"
         )
     return "\n".join(lines)
 

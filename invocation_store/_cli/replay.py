@@ -72,8 +72,8 @@ from ..kernel import (
     RunContext,
     ToolCallEnvelope,
     is_safe_id,
+    load_document,
 )
-from ..kernel._ijson import load_document
 from ..tools import DEFAULT_SUMMARY_BYTES, default_registry
 from ._common import (
     REDIS_URL_ENV,
@@ -260,7 +260,7 @@ def load_transcript(
     request_bytes: int | None = None,
     max_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES,
 ) -> Transcript:
-    """Read, detect and extract a transcript; :class:`TranscriptError` for anything malformed.
+    """Read, detect and extract a transcript; :class:`TranscriptError` for anything malformed (CIS-ECO-2).
 
     ``fmt`` is ``"auto"`` or one of :data:`FORMATS`. The run id (which the envelopes
     carry, unless annotated otherwise) is ``run_id`` if given, else the transcript's
@@ -272,7 +272,7 @@ def load_transcript(
     text = _read(path, max_bytes)
     try:
         # The I-JSON document decoder: a duplicate member name, NaN or an unrepresentable
-        # number inside a call's arguments makes that call INVALID_ARGUMENTS (CIS-ECO-2).
+        # number inside a call's arguments makes that call INVALID_ARGUMENTS.
         document = load_document(text)
     except json.JSONDecodeError as exc:
         raise TranscriptError(
@@ -407,7 +407,7 @@ def _progress(report: ProgressReport) -> dict[str, Any]:
 def replay(
     transcript: Transcript, settings: Settings, store: InvocationStore, *, store_kind: str
 ) -> dict[str, Any]:
-    """Replay ``transcript`` into ``store``; returns the JSON-ready report.
+    """Replay ``transcript`` into ``store``; returns the JSON-ready report (CIS-FAIL-5, CIS-ERR-1, CIS-PRE-1).
 
     Opens the run, invokes every call through a :class:`ToolBoundary` with the
     example tools, projects the run's progress, closes the run, then reads the run's
@@ -427,7 +427,7 @@ def replay(
         byte_budget=settings.byte_budget,
     )
     if opened is ErrorCode.STORE_UNAVAILABLE:
-        # The boundary keeps the failure's type to its log; one read names it (CIS-FAIL-5).
+        # The boundary keeps the failure's type to its log; one read names it.
         store.get_run(settings.run_id)
         raise StoreUnavailableError()
     if isinstance(opened, ErrorCode):
@@ -441,8 +441,8 @@ def replay(
     for call in transcript.calls:
         result = boundary.invoke(context, call.envelope)
         code = None if result.code is None else result.code.value
-        shown = result.tool_call_id  # echoed only when safe (CIS-ERR-1)
-        # Preflight codes leave no record (CIS-PRE-1); after STORE_UNAVAILABLE it is unknown,
+        shown = result.tool_call_id  # echoed only when safe
+        # Preflight codes leave no record; after STORE_UNAVAILABLE it is unknown,
         # so such a call is listed with the rejected ones (the records table reads the store).
         has_record = result.ok or result.code not in _NO_RECORD
         entry = {

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
+import attrs
+
 from ..kernel import (
     PROGRESS_FIELDS,
     CanonicalRecord,
@@ -61,26 +63,11 @@ MIN_VERSION: Final = (6, 2)
 
 Reply: TypeAlias = Sequence[object]
 
-#: Fields of a record HASH (the raw response lives in its own STRING key).
-_RECORD_FIELDS: Final = frozenset(
-    {
-        "run_id",
-        "tool_call_id",
-        "tool_name",
-        "invocation_token",
-        "sequence",
-        "status",
-        "evidence_status",
-        "error_code",
-        "request_json",
-        "agent_result",
-        "scope",
-        "created_at_ms",
-        "updated_at_ms",
-        "expires_at_ms",
-    }
-)
-#: Optional record fields, in the order of COMPLETE_SCRIPT's mask.
+#: Fields of a record HASH: every CanonicalRecord field but the raw response, which
+#: lives in its own STRING key.
+_RECORD_FIELDS: Final = frozenset(field.name for field in attrs.fields(CanonicalRecord)) - {"raw_response"}
+#: Optional record fields, in the order of COMPLETE_SCRIPT's mask (``tests/oracle/test_field_survival.py``
+#: holds this, RUN_FIELDS and decode_record / decode_run to the attrs fields).
 _OPTIONAL_FIELDS: Final = ("evidence_status", "error_code", "raw_response", "agent_result", "scope")
 _REQUIRED_FIELDS: Final = _RECORD_FIELDS - frozenset(_OPTIONAL_FIELDS)
 

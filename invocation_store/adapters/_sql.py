@@ -35,12 +35,14 @@ from the steps that run them).
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, get_args, get_type_hints
 
+import attrs
 from attrs import frozen
 
 from .. import codec
 from ..kernel import (
+    IDENTITY_FIELDS,
     Admission,
     AdmissionRequest,
     CanonicalRecord,
@@ -96,9 +98,18 @@ class SchemaError(StoreUnavailableError):
         self.found = found
 
     def operator_text(self) -> str:
-        """What the operator must know: the version found and the one this library reads."""
-        found = self.found if isinstance(self.found, int) else "unreadable"
-        return f"schema version {found} in the database; this library reads version {SCHEMA_VERSION}"
+        """What the operator must know: the version found, the one this library reads, and for an
+        older version without a migration step what to do."""
+        if not isinstance(self.found, int) or isinstance(self.found, bool):
+            return f"schema version unreadable in the database; this library reads version {SCHEMA_VERSION}"
+        text = f"schema version {self.found} in the database; this library reads version {SCHEMA_VERSION}"
+        if self.found < SCHEMA_VERSION:
+            text += (
+                f"; no migration step from version {self.found} (MIGRATIONS in adapters/_sql.py "
+                f"migrates from version {min(MIGRATIONS, default=SCHEMA_VERSION)}): use a fresh table prefix "
+                "or database, or migrate it by hand"
+            )
+        return text
 
 
 class Conflict(Exception):  # noqa: N818 - a signal to the shell, not an error
@@ -150,60 +161,34 @@ class Dialect:
 SQLITE: Final = Dialect(placeholder="?", lock="")
 POSTGRES: Final = Dialect(placeholder="%s", lock=" FOR UPDATE")
 
-_RUN_COLUMNS: Final = (
-    "run_id",
-    "status",
-    "opened_at_ms",
-    "deadline_ms",
-    "ttl_ms",
-    "expires_at_ms",
-    "tool_call_budget",
-    "byte_budget",
-    "tool_calls_used",
-    "bytes_used",
-)
-_RECORD_COLUMNS: Final = (
-    "run_id",
-    "tool_call_id",
-    "tool_name",
-    "invocation_token",
-    "sequence",
-    "status",
-    "evidence_status",
-    "error_code",
-    "request_json",
-    "raw_response",
-    "agent_result",
-    "scope",
-    "created_at_ms",
-    "updated_at_ms",
-    "expires_at_ms",
-)
-#: Columns a completion may change (the kernel keeps the rest, CIS-LIFE-6).
-_MUTABLE: Final = (
-    "status",
-    "evidence_status",
-    "error_code",
-    "raw_response",
-    "agent_result",
-    "scope",
-    "updated_at_ms",
-)
+
+def _column_type(cls: type[Any], name: str) -> str:
+    """The SQL type of field ``name`` of attrs class ``cls``: BIGINT for int, TEXT for str and
+    string enums, NOT NULL unless the field may be None. ``TypeError`` for any other type."""
+    hint = get_type_hints(cls)[name]
+    options = get_args(hint) or (hint,)
+    base = [option for option in options if option is not type(None)]
+    if len(base) == 1 and base[0] is int:
+        sql = "BIGINT"
+    elif len(base) == 1 and isinstance(base[0], type) and issubclass(base[0], str):
+        sql = "TEXT"
+    else:
+        raise TypeError(f"{cls.__name__}.{name}: no SQL column type for {hint} (adapters/_sql.py)")
+    return sql if type(None) in options else f"{sql} NOT NULL"
 
 
-#: Column types of a record row: TEXT or BIGINT (ms, a position); NULL only where the kernel allows None.
-_RECORD_TYPES: Final = {
-    **dict.fromkeys(_RECORD_COLUMNS, "TEXT NOT NULL"),
-    **dict.fromkeys(("evidence_status", "error_code", "raw_response", "agent_result", "scope"), "TEXT"),
-    **dict.fromkeys(("sequence", "created_at_ms", "updated_at_ms", "expires_at_ms"), "BIGINT NOT NULL"),
-}
+#: The columns of the runs and records tables: the attrs fields of RunState and
+#: CanonicalRecord, in their order, so a new field is a new column (and a schema change:
+#: see :data:`SCHEMA_VERSION`; ``tests/stores/test_sql_stores.py`` pins each version's).
+_RUN_COLUMNS: Final = tuple(field.name for field in attrs.fields(RunState))
+_RECORD_COLUMNS: Final = tuple(field.name for field in attrs.fields(CanonicalRecord))
+#: Columns a completion may change: all but the kernel's identity fields (CIS-LIFE-6).
+_MUTABLE: Final = tuple(name for name in _RECORD_COLUMNS if name not in IDENTITY_FIELDS)
 
 
 def _ddl(prefix: str) -> tuple[str, ...]:
-    record_types = ", ".join(f"{name} {_RECORD_TYPES[name]}" for name in _RECORD_COLUMNS)
-    run_types = ", ".join(
-        f"{name} {'TEXT' if name in ('run_id', 'status') else 'BIGINT'} NOT NULL" for name in _RUN_COLUMNS
-    )
+    record_types = ", ".join(f"{name} {_column_type(CanonicalRecord, name)}" for name in _RECORD_COLUMNS)
+    run_types = ", ".join(f"{name} {_column_type(RunState, name)}" for name in _RUN_COLUMNS)
     return (
         f"CREATE TABLE {prefix}runs ({run_types}, PRIMARY KEY (run_id))",
         f"CREATE INDEX {prefix}runs_expiry ON {prefix}runs (expires_at_ms)",
@@ -274,7 +259,7 @@ class Statements:
             name: f"SELECT tool_call_id FROM {p}{name} WHERE run_id = {q} ORDER BY position"
             for name in ("calls", "done")
         }
-        # The lapse sweep: ``expires_at_ms <= now`` mirrors kernel ``lapsed`` (CIS-TTL-4).
+        # The lapse sweep: ``expires_at_ms <= now`` mirrors kernel ``lapsed``.
         self.lapsed_records = (
             f"DELETE FROM {p}records WHERE (run_id, tool_call_id) IN (SELECT run_id, tool_call_id "
             f"FROM {p}records WHERE expires_at_ms <= {q} LIMIT {q})"
@@ -302,8 +287,10 @@ class Statements:
             yield Execute(self.schema_insert, (SCHEMA_VERSION,))
             return SCHEMA_VERSION
         found = rows[0][0]
-        if len(rows) != 1 or type(found) is not int or found > SCHEMA_VERSION or found < 1:
+        if len(rows) != 1 or type(found) is not int or found > SCHEMA_VERSION:
             raise SchemaError(found if len(rows) == 1 else None)
+        if any(version not in MIGRATIONS for version in range(found, SCHEMA_VERSION)):
+            raise SchemaError(found)
         for version in range(found, SCHEMA_VERSION):
             for statement in MIGRATIONS[version]:
                 yield Execute(statement.format(prefix=self.prefix))

@@ -76,7 +76,7 @@ class MemoryStore:
     # -- internal reads, lock held -------------------------------------------------
 
     # Every operation reads the store's clock once, inside the lock, and decides with
-    # it (CIS-STORE-10): an expired record or run reads as absent and is dropped then;
+    # it: an expired record or run reads as absent and is dropped then;
     # a run's call and completed lists lapse with the run state.
 
     def _run(self, run_id: str, now_ms: int) -> RunState | None:

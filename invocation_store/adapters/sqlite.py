@@ -10,7 +10,7 @@ state), reads under a deferred ``BEGIN`` (one consistent snapshot). Inside it th
 store reads the rows, then its clock, runs the kernel and writes the kernel's
 effects; nothing is decided in SQL but the lapse sweep (mirroring kernel ``lapsed``).
 
-Durability (stated in the README's durability table): ``journal_mode=WAL`` and
+Durability (stated in the durability table of docs/durability.md): ``journal_mode=WAL`` and
 ``synchronous=FULL`` by default, so a transaction whose COMMIT returned is in the
 write-ahead log on disk: a process killed at any moment (even ``kill -9``) loses no
 acknowledged record, and the host losing power loses none either where the disk
@@ -21,7 +21,9 @@ The clock is the host's (all users of one file share a host, so one deployment h
 one clock, CIS-STORE-10): integer ms, read inside each transaction, injectable for
 tests. Expired rows read as absent (kernel ``live``) and are deleted by a bounded lapse
 sweep (:meth:`SqliteStore.sweep_lapsed`): on demand, and by the store itself at most
-every ``sweep_interval_ms`` after a write.
+every ``sweep_interval_ms`` after a write (reads never sweep; an idle store's lapsed rows
+stay invisible until the next write or ``sweep_lapsed()`` call). The schema is created
+or migrated on first use, as for PostgreSQL (docs/stores.md).
 
 Thread safety: one ``sqlite3`` connection per thread (``threading.local``), closed
 by :meth:`SqliteStore.close`. :class:`AsyncSqliteStore` is the asyncio face: each

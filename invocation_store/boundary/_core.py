@@ -103,7 +103,7 @@ class Core:
         self._token_uses: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._token_lock = threading.Lock()
 
-    # -- the token window (CIS-RETRY-1) ------------------------------------------------
+    # -- the token window ------------------------------------------------------------------
 
     def claim(self, token: str) -> bool:
         """Count one more call drawing ``token``; True if it is the first in the window."""
@@ -119,7 +119,7 @@ class Core:
         with self._token_lock:
             return self._token_uses.get(token) == 1
 
-    # -- held calls (CIS-DUR-5, CIS-BND-7, see invocation_store._completion) -----------
+    # -- held calls (see invocation_store._completion) -------------------------------------
 
     def pending_completions(self, run_id: str | None = None) -> tuple[tuple[str, str], ...]:
         """(run_id, tool_call_id) of every completion held because the store could not apply it.
@@ -156,7 +156,7 @@ class Core:
         dropped_create = self.creates.drop(context.run_id, tool_call_id)
         return dropped_completion or dropped_create
 
-    # -- store failures: a code and a log line (CIS-FAIL-5) ----------------------------
+    # -- store failures: a code and a log line ---------------------------------------------
 
     def store_failed(self, exc: StoreUnavailableError, operation: str) -> ErrorCode:
         """Log ``operation``'s failure (type name and operator text only) and return its code."""

@@ -63,7 +63,7 @@ def raw_text(value: object) -> str | None:
         return text
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except Exception:  # noqa: BLE001 - any failure to serialize is SERIALIZATION_FAILED (CIS-FAIL-4)
+    except Exception:  # noqa: BLE001 - any failure to serialize is SERIALIZATION_FAILED
         return None
 
 

@@ -89,6 +89,8 @@ class HistoryRecorder(ForwardingStore):
         self._ids = itertools.count(process * ID_STRIDE)
 
     def _record(self, name: str, now_ms: int, args: Mapping[str, Any], call: Callable[[], _R]) -> _R:
+        """Write ``name``'s invoke line, run ``call``, write its completion line; an ``ok`` line carries
+        the time the store reported it decided at, on its own clock (CIS-STORE-10)."""
         op_id = next(self._ids)
         self.writer.write(
             {
@@ -108,7 +110,7 @@ class HistoryRecorder(ForwardingStore):
             )
             raise
         line = {"type": "ok", "id": op_id, "process": self.process, "result": encode_result(name, result)}
-        if decided:  # the store reported the time it decided at (its clock, CIS-STORE-10)
+        if decided:  # the store reported the time it decided at (its clock)
             line["decided_at_ms"] = decided[-1]
         self.writer.write(line)
         return result

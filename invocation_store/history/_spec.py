@@ -40,6 +40,7 @@ from ..kernel import (
     live,
     open_run,
     utf8_len,
+    without_raw,
 )
 from ._format import HistoryOp, Outcome
 
@@ -157,9 +158,7 @@ def apply(state: RunModel, op: HistoryOp) -> tuple[Any, RunModel]:
     if name == "get_many":
         found = {tcid: _live_record(records, tcid, now) for tcid in op.args["tool_call_ids"]}
         if not op.args["include_raw"]:
-            found = {
-                tcid: None if rec is None else evolve(rec, raw_response=None) for tcid, rec in found.items()
-            }
+            found = {tcid: None if rec is None else without_raw(rec) for tcid, rec in found.items()}
         return found, state
     if name in ("completed", "calls"):
         if current is None:

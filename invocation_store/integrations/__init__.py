@@ -11,7 +11,7 @@
 - :mod:`invocation_store.integrations.llama_index`: LlamaIndex agent workflows (``[llama-index]``);
 - :mod:`invocation_store.integrations.litellm`: LiteLLM responses (no extra: it imports no LiteLLM).
 
-smolagents and CrewAI have no adapter: they hand their tools no call id (README,
+smolagents and CrewAI have no adapter: they hand their tools no call id (docs/integrations.md,
 "Invented ids, framework by framework").
 
 Importing this package imports no framework; each module imports its own on import.

@@ -37,7 +37,7 @@ from ._ids import (
     is_blank,
     is_safe_id,
 )
-from ._ijson import check_arguments
+from ._ijson import DuplicateMembers, check_arguments, load_document
 from ._lifetime import lifetime_is_intact
 from ._models import (
     CanonicalRecord,
@@ -51,7 +51,7 @@ from ._models import (
     ToolCallEnvelope,
     ToolPolicy,
 )
-from ._preflight import PREFLIGHT_ORDER, check_envelope, preflight
+from ._preflight import PREFLIGHT_ORDER, check_envelope, parse_envelope, preflight
 from ._refs import (
     Citation,
     CitationKind,
@@ -66,6 +66,7 @@ from ._runs import RUN_TRANSITIONS, RunOp, cancel_run, check_run_parameters, clo
 from ._sizes import record_bytes, text_bytes, utf8_len
 from ._state import (
     FAILURE_CODES,
+    IDENTITY_FIELDS,
     MAX_SAFE_INT,
     TABLE,
     TRANSITIONS,
@@ -93,6 +94,7 @@ __all__ = [
     "DUPLICATE_CODES",
     "ERROR_MESSAGES",
     "FAILURE_CODES",
+    "IDENTITY_FIELDS",
     "MAX_ID_LENGTH",
     "MAX_SAFE_INT",
     "PREFLIGHT_ORDER",
@@ -109,6 +111,7 @@ __all__ = [
     "CitationKind",
     "CompareAndSet",
     "Completion",
+    "DuplicateMembers",
     "ErrorCode",
     "Event",
     "EvidenceStatus",
@@ -160,7 +163,9 @@ __all__ = [
     "lapsed",
     "lifetime_is_intact",
     "live",
+    "load_document",
     "open_run",
+    "parse_envelope",
     "phase_of",
     "preflight",
     "project_progress",

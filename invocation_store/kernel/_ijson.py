@@ -38,20 +38,23 @@ class _RejectError(ValueError):
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members; a duplicate member name is refused (CIS-JSON-2)."""
     result = dict(pairs)
     if len(result) != len(pairs):
-        raise _RejectError("duplicate member name")  # CIS-JSON-2
+        raise _RejectError("duplicate member name")
     return result
 
 
 def _constant(_name: str) -> Any:
-    raise _RejectError("NaN or Infinity")  # CIS-JSON-3
+    """``NaN``, ``Infinity`` and ``-Infinity`` are refused (CIS-JSON-3)."""
+    raise _RejectError("NaN or Infinity")
 
 
 def _float(text: str) -> float:
+    """A number; one that overflows to infinity is refused (CIS-JSON-3)."""
     value = float(text)
     if not math.isfinite(value):  # 1e999 overflows to inf: not representable
-        raise _RejectError("number out of range")  # CIS-JSON-3
+        raise _RejectError("number out of range")
     return value
 
 
@@ -88,7 +91,7 @@ def check_arguments(text: object, max_depth: int = 64) -> ErrorCode | None:
 
 
 def parse_arguments(text: object, max_depth: int = 64) -> dict[str, Any] | ErrorCode:
-    """:func:`check_arguments` that also returns what it parsed (CIS-PERF-2).
+    """:func:`check_arguments` that also returns what it parsed (CIS-PERF-2, CIS-JSON-4).
 
     The parsed object when ``text`` is one I-JSON object (same rules), else
     INVALID_ARGUMENTS. The object is fresh: nothing else holds it.
@@ -97,7 +100,7 @@ def parse_arguments(text: object, max_depth: int = 64) -> dict[str, Any] | Error
         return ErrorCode.INVALID_ARGUMENTS
     try:
         if not text.isascii():
-            text.encode("utf-8")  # raises on a raw lone surrogate (CIS-JSON-4)
+            text.encode("utf-8")  # raises on a raw lone surrogate
         if _depth_exceeds(text, max_depth):
             return ErrorCode.INVALID_ARGUMENTS
         value = _DECODER.decode(text)
@@ -158,9 +161,10 @@ def _marking_float(text: str) -> Any:
 
 
 def _marking_int(text: str) -> Any:
+    """An integer, or :data:`UNREPRESENTABLE` past the int-conversion limit (CIS-JSON-6)."""
     try:
         return int(text)
-    except ValueError:  # past the int-conversion limit (CIS-JSON-6)
+    except ValueError:  # past the int-conversion limit
         return UNREPRESENTABLE
 
 

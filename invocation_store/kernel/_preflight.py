@@ -83,11 +83,11 @@ def parse_envelope(
     if code is not None:
         return code
     # Exact ``str`` only, here and below: a subclass can override ``__eq__``/``__ne__``
-    # and so compare equal to anything (CIS-PRE-3, CIS-PRE-5).
+    # and so compare equal to anything.
     if type(envelope.run_id) is not str or envelope.run_id != context.run_id:
         return ErrorCode.RUN_MISMATCH
     arguments = envelope.arguments
-    # Size before parsing (CIS-SIZE-2): a byte count is one pass of O(1) work per byte
+    # Size before parsing: a byte count is one pass of O(1) work per byte
     # that builds no structure, so an oversized text never reaches the parser. A
     # non-string has no size.
     if type(arguments) is str and text_exceeds(arguments, limits.request_bytes):
@@ -119,13 +119,13 @@ def preflight(
     now_ms: int,
     invocation_token: str = "",
 ) -> ErrorCode | None:
-    """Run the whole preflight order on a snapshot; ``None`` if the call is admitted.
+    """Run the whole preflight order on a snapshot; ``None`` if the call is admitted (CIS-KERN-2).
 
     ``run`` and ``existing`` are the run state and the record under the envelope's
     key as a store would see them at ``now_ms``. Never raises on any envelope;
     raises ``ValueError`` when ``now_ms`` is not an int in ``[0, 2**53 - 1]``.
     """
-    check_now(now_ms)  # a caller error is refused before any check (CIS-KERN-2)
+    check_now(now_ms)  # a caller error is refused before any check
     code = check_envelope(context, envelope, policy, limits)
     if code is not None:
         return code

@@ -144,7 +144,7 @@ def cite(run_id: str, tool_call_id: str, record: CanonicalRecord | None, now_ms:
         return Citation(
             kind=CitationKind.NOT_REFERENCABLE,
             # An unsafe id is not echoed: it may be anything the agent wrote,
-            # unbounded and key-like (CIS-ERR-1).
+            # unbounded and key-like.
             tool_call_id=tool_call_id if is_safe_id(tool_call_id) else None,
             reason=reason or ExclusionReason.MISSING,
         )

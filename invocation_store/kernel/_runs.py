@@ -80,7 +80,7 @@ def open_run(
     tool_call_budget: int,
     byte_budget: int,
 ) -> RunState | ErrorCode:
-    """Build a new ACTIVE run state (CIS-RUN-1).
+    """Build a new ACTIVE run state (CIS-RUN-1, CIS-KERN-2).
 
     The run state lapses at ``deadline_ms + ttl_ms``, so it outlives every record
     created before the deadline. ``existing`` is the stored state under this run id,
@@ -92,7 +92,7 @@ def open_run(
     deadline + TTL within the bound), before anything else is judged; then returns
     RUN_MISMATCH for an unsafe run id.
     """
-    check_now(now_ms)  # caller errors first, before the run id is judged (CIS-KERN-2)
+    check_now(now_ms)  # caller errors first, before the run id is judged
     check_run_parameters(
         deadline_ms=deadline_ms, ttl_ms=ttl_ms, tool_call_budget=tool_call_budget, byte_budget=byte_budget
     )

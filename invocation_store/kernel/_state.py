@@ -54,6 +54,7 @@ from ._sizes import record_bytes, utf8_len
 
 __all__ = [
     "FAILURE_CODES",
+    "IDENTITY_FIELDS",
     "MAX_SAFE_INT",
     "TABLE",
     "TRANSITIONS",
@@ -331,11 +332,13 @@ def _created(
     carrying the request's size it measured: ``request_bytes``, UTF-8 bytes).
 
     The fields are in their domain: :func:`check_event` judged a Begin's, and
-    admission's come from a checked request and the run state (CIS-KERN-2).
+    admission's come from a checked request and the run state (CIS-KERN-2). No
+    fallback id ever reaches a record (CIS-ID-6); a record over ``record_bytes`` is
+    REQUEST_TOO_LARGE (CIS-SIZE-5).
     """
     id_code = check_tool_call_id(tool_call_id)
     if id_code is not None:
-        return id_code  # CIS-ID-6: no fallback id ever reaches a record
+        return id_code  # no fallback id ever reaches a record
     if not is_safe_id(run_id):
         return ErrorCode.RUN_MISMATCH
     record = CanonicalRecord(
@@ -356,11 +359,14 @@ def _created(
         expires_at_ms=now_ms + ttl_ms,
     )
     if record_bytes(record, request_bytes) > limits.record_bytes:
-        return ErrorCode.REQUEST_TOO_LARGE  # CIS-SIZE-5
+        return ErrorCode.REQUEST_TOO_LARGE
     return record
 
 
 def _raw(record: CanonicalRecord, event: RawReceived, limits: Limits) -> CanonicalRecord:
+    """The table's (AWAITING_RAW, RawReceived) row: a raw response over ``raw_bytes`` is refused
+    whole, never truncated, and the projector never runs (CIS-SIZE-3); one the record cannot hold
+    within ``record_bytes`` likewise (CIS-SIZE-5)."""
     raw = event.raw_response
     if type(raw) is not str:
         return _error(record, ErrorCode.SERIALIZATION_FAILED, event.now_ms, keep_raw=False)
@@ -368,9 +374,8 @@ def _raw(record: CanonicalRecord, event: RawReceived, limits: Limits) -> Canonic
     if size is None:
         return _error(record, ErrorCode.SERIALIZATION_FAILED, event.now_ms, keep_raw=False)
     if size > limits.raw_bytes:
-        # CIS-SIZE-3: refused whole, never truncated; the projector is never called.
         return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
-    if record_bytes(record) + size > limits.record_bytes:  # CIS-SIZE-5, before building
+    if record_bytes(record) + size > limits.record_bytes:  # before building
         return _error(record, ErrorCode.RESULT_TOO_LARGE, event.now_ms, keep_raw=False)
     return _record(
         record,
@@ -385,26 +390,29 @@ def _raw(record: CanonicalRecord, event: RawReceived, limits: Limits) -> Canonic
 
 
 def _projection(record: CanonicalRecord, event: ProjectionReceived, limits: Limits) -> CanonicalRecord:
+    """The table's (PROJECTING with raw, ProjectionReceived) row: an invalid projection is
+    PROJECTION_INVALID (CIS-EVID-5), NO_EVIDENCE needs a scope (CIS-EVID-3), the agent result is
+    held to ``agent_result_bytes`` (CIS-SIZE-4) and the record to ``record_bytes`` (CIS-SIZE-5)."""
     projection = event.projection
     now_ms = event.now_ms
     if not isinstance(projection, Projection):
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
     status = projection.evidence_status
     if not isinstance(status, str) or status not in _VALID_EVIDENCE:
-        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)  # CIS-EVID-5
+        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
     evidence = EvidenceStatus(status)
     content, scope = projection.content, projection.scope
     if type(content) is not str or type(scope) is not str:  # exact str: sizes must not lie
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
     if evidence is EvidenceStatus.NO_EVIDENCE and is_blank(scope):
-        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)  # CIS-EVID-3
+        return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
     content_size, scope_size = utf8_len(content), utf8_len(scope)
     if content_size is None or scope_size is None:
         return _error(record, ErrorCode.PROJECTION_INVALID, now_ms, keep_raw=True)
     if content_size + scope_size > limits.agent_result_bytes:
-        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-4
+        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)
     if record_bytes(record) + content_size + scope_size > limits.record_bytes:
-        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)  # CIS-SIZE-5
+        return _error(record, ErrorCode.RESULT_TOO_LARGE, now_ms, keep_raw=True)
     return _record(
         record,
         status=InvocationStatus.READY,
@@ -524,7 +532,7 @@ TRANSITIONS: Final[dict[tuple[Phase, type[Event]], frozenset[Phase]]] = {
 
 
 def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> TransitionResult:
-    """Apply ``event`` to ``record`` (``None`` = absent) and return the new record or a code.
+    """Apply ``event`` to ``record`` (``None`` = absent) and return the new record or a code (CIS-KERN-2).
 
     The table decides whether the event is allowed in the record's phase; a pair
     outside it returns ``ErrorCode.INVALID_TRANSITION`` and the caller must keep the
@@ -545,14 +553,16 @@ def transition(record: CanonicalRecord | None, event: Event, limits: Limits) -> 
     """
     if not isinstance(event, _EVENT_TYPES):
         raise TypeError(f"not a kernel event: {type(event).__name__}")
-    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)
+    check_event(event)  # caller errors first, whatever the phase
     row = TABLE.get((phase_of(record, event.now_ms), type(event)))
     if row is None:
         return ErrorCode.INVALID_TRANSITION
     return row.handler(record, event, limits)
 
 
-_IDENTITY_FIELDS: Final = (
+#: The record fields no completion changes: ids, token, tool name, request, sequence, creation
+#: and expiry times (CIS-LIFE-6). Every other field is the completion's to write.
+IDENTITY_FIELDS: Final[tuple[str, ...]] = (
     "run_id",
     "tool_call_id",
     "tool_name",
@@ -562,7 +572,7 @@ _IDENTITY_FIELDS: Final = (
     "created_at_ms",
     "expires_at_ms",
 )
-_identity: Final = operator.attrgetter(*_IDENTITY_FIELDS)
+_identity: Final = operator.attrgetter(*IDENTITY_FIELDS)
 
 
 class CompareAndSet(enum.Enum):
@@ -584,7 +594,7 @@ def check_completion(before: CanonicalRecord, after: CanonicalRecord) -> None:
     sending.
     """
     if _identity(before) != _identity(after):
-        changed = [name for name in _IDENTITY_FIELDS if getattr(before, name) != getattr(after, name)]
+        changed = [name for name in IDENTITY_FIELDS if getattr(before, name) != getattr(after, name)]
         raise ValueError(f"a completion may not change {', '.join(changed)} (CIS-LIFE-6)")
 
 
@@ -594,7 +604,7 @@ def decide_complete(
     after: CanonicalRecord,
     now_ms: int,
 ) -> CompareAndSet | ErrorCode:
-    """Decide a store's compare-and-set of ``before`` -> ``after`` (CIS-STORE-3, CIS-RETRY-2).
+    """Decide a store's compare-and-set of ``before`` -> ``after`` (CIS-STORE-3, CIS-RETRY-2, CIS-TTL-2).
 
     WRITE when ``stored`` is live, PROJECTING and is ``before`` (same invocation
     token and identity fields); REPLAY when ``stored`` is already terminal with ``after``'s status, error
@@ -617,7 +627,7 @@ def decide_complete(
         stored is not before and _identity(stored) != _identity(before)
     ):
         # Another invocation, or a ``before`` that is not the stored record: writing
-        # would let a caller move the expiry or rewrite the request (CIS-TTL-2).
+        # would let a caller move the expiry or rewrite the request.
         return ErrorCode.INVALID_TRANSITION
     if stored.status is InvocationStatus.PROJECTING:
         return CompareAndSet.WRITE

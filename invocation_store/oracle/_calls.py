@@ -140,7 +140,7 @@ class CallLines(RecordChecks):
         return type(arguments) is str and text_bytes(arguments) <= self.limits.request_bytes
 
     def _admit(self, obj: dict[str, Any], context_run_id: str) -> tuple[_Call, ErrorCode | None, str]:
-        """Preflight and admission of a submit line: the call, its code (None: admitted), the
+        """Preflight and admission of a submit line: the call, its code (None: admitted), the (CIS-BND-6)
         requirement a wrong answer would violate. An admitted call's record is stored."""
         limits = self.limits
         assert limits is not None
@@ -178,7 +178,7 @@ class CallLines(RecordChecks):
                 code = result
                 requirement = "CIS-SIZE-5" if code is ErrorCode.REQUEST_TOO_LARGE else CODE_REQUIREMENTS[code]
             elif result.replayed:
-                # A reused token is a duplicate at the boundary: nothing runs twice (CIS-BND-6).
+                # A reused token is a duplicate at the boundary: nothing runs twice.
                 code, requirement = duplicate_code(result.record), "CIS-BND-6"
             else:
                 admitted = result.record
@@ -328,11 +328,15 @@ class CallLines(RecordChecks):
         return CODE_REQUIREMENTS.get(code, "CIS-STORE-8") if code is not None else "CIS-STORE-8"
 
     def _finish(self, call: _Call, after: CanonicalRecord | ErrorCode, requirement: str) -> None:
-        """End a call: compare-and-set ``after`` against the store (CIS-STORE-3)."""
+        """End a call: compare-and-set ``after`` against the store (CIS-STORE-3, CIS-TTL-4).
+
+        An event after READY/ERROR is refused and changes nothing (CIS-LIFE-2); a record that
+        changes anyway breaks CIS-LIFE-3.
+        """
         call.stage = _ENDED
         call.end_requirement = requirement
         if isinstance(after, ErrorCode):
-            call.expected = failure_view(after, call.echo)  # the worker's copy expired (CIS-TTL-4)
+            call.expected = failure_view(after, call.echo)  # the worker's copy expired
             return
         before = call.before
         assert before is not None
@@ -342,8 +346,8 @@ class CallLines(RecordChecks):
         if isinstance(effect, ErrorCode):
             call.expected = failure_view(effect, call.echo)
             terminal = stored is not None and stored.status is not InvocationStatus.PROJECTING
-            # An event after READY/ERROR is refused and changes nothing (CIS-LIFE-2); a
-            # record that changes anyway breaks CIS-LIFE-3.
+            # An event after READY/ERROR is refused and changes nothing; a record that
+            # changes anyway breaks the terminal states' rule.
             call.end_requirement = "CIS-LIFE-2" if terminal else "CIS-STORE-3"
             call.record_requirement = "CIS-LIFE-3" if terminal else "CIS-STORE-3"
             return
@@ -428,7 +432,7 @@ class CallLines(RecordChecks):
                 message = "the agent-facing outcome differs from the kernel's"
                 return _because(_mismatch(where, expected[name], value, requirement, message), call.explain)
             if name == "tool_call_id" and expected[name] is None:
-                # An id that is not a safe id shown to the agent: the echo rule (CIS-ERR-1).
+                # An id that is not a safe id shown to the agent: the echo rule.
                 requirement, message = "CIS-ERR-1", "an id that is not a safe id is never echoed: null"
             elif name == "tool_call_id":
                 requirement, message = (

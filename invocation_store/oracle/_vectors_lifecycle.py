@@ -575,7 +575,10 @@ def _preflight_document() -> dict[str, Any]:
     for code in PREFLIGHT_ORDER:
         made = _order_vector(f"preflight/{code.value}", ["CIS-PRE-2"], frozenset({code}))
         if made["expect"]["code"] != code.value:
-            raise AssertionError(f"the single fault {code.value} gave {made['expect']['code']}")
+            raise AssertionError(
+                f"the single fault {code.value} gave {made['expect']['code']}: plant it in scenario() "
+                "of invocation_store/oracle/_vectors_lifecycle.py"
+            )
         vectors.append(made)
     for first, second in itertools.combinations(PREFLIGHT_ORDER, 2):
         if frozenset({first, second}) in EXCLUSIVE:

@@ -148,19 +148,19 @@ def run_outcome(vector: dict[str, Any]) -> dict[str, Any]:
 
 
 def preflight_outcome(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The whole preflight of a ``preflight`` vector, shaped like its ``expect``.
+    """The whole preflight of a ``preflight`` vector, shaped like its ``expect`` (CIS-PRE-2, CIS-PRE-5).
 
     ``{"code": <code>}`` for a refusal; for an admission ``{"code": null, "replayed":
     bool, "run": <run after>, "record": <the PROJECTING record>}`` (a replay returns
     the stored record and the run unchanged, CIS-RETRY-2).
     """
-    # An envelope is hostile input that preflight judges whatever its fields hold
-    # (CIS-PRE-2): it is passed to the kernel as given, not structured strictly.
+    # An envelope is hostile input that preflight judges whatever its fields hold:
+    # it is passed to the kernel as given, not structured strictly.
     envelope = ToolCallEnvelope(**inputs["envelope"])
     policy = inputs["policy"]
     context = RunContext(run_id=inputs["context_run_id"])
     # So is the policy: its flags are judged by the kernel (only the boolean true
-    # passes, CIS-PRE-5), never coerced by a decoder.
+    # passes), never coerced by a decoder.
     tool_policy = None if policy is None else ToolPolicy(**policy)
     limits = limits_from_json(inputs["limits"])
     run = run_from_json(inputs["run"])

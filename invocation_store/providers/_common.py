@@ -31,8 +31,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from .._logs import package_logger
-from ..kernel import Limits, ToolCallEnvelope, is_safe_id
-from ..kernel._ijson import DuplicateMembers, load_document
+from ..kernel import DuplicateMembers, Limits, ToolCallEnvelope, is_safe_id, load_document
 
 _ENCODE_STRING = encode_basestring
 
@@ -341,7 +340,8 @@ class _MeasuredWriter:
     deep. A container whose member count alone passes the limit (each member needs at
     least 2 bytes with its separator) is refused before it is read or sorted, and a
     string is measured by its length before it is escaped, so one that alone passes
-    the limit is never copied.
+    the limit is never copied. A lone surrogate is refused (CIS-JSON-4); an integer past
+    the int-conversion limit is unrepresentable (CIS-JSON-6).
     """
 
     def __init__(self, limit: int, max_depth: int) -> None:
@@ -356,7 +356,7 @@ class _MeasuredWriter:
         else:
             try:
                 self.size += len(piece.encode("utf-8"))
-            except UnicodeEncodeError:  # a lone surrogate (CIS-JSON-4)
+            except UnicodeEncodeError:  # a lone surrogate
                 raise _ViolationError from None
         if self.size > self.limit:
             raise _OversizeError
@@ -403,7 +403,7 @@ class _MeasuredWriter:
         elif isinstance(node, int):
             try:
                 self._add(int.__repr__(node))
-            except ValueError:  # past the int-conversion limit (CIS-JSON-6)
+            except ValueError:  # past the int-conversion limit
                 raise _ViolationError from None
         elif isinstance(node, float):
             if not math.isfinite(node):

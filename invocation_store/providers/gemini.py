@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..kernel import ToolCallEnvelope
-from ..kernel._ijson import DuplicateMembers
+from ..kernel import DuplicateMembers, ToolCallEnvelope
 from ._common import document, envelope, get, items, plain_item, report_unknown, safe_tag, serialize_object
 from ._formats import TranscriptFormat, TranscriptShapeError
 from ._results import agent_payload, checked_pair

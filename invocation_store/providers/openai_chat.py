@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..kernel import ToolCallEnvelope
-from ..kernel._ijson import DuplicateMembers
+from ..kernel import DuplicateMembers, ToolCallEnvelope
 from ._common import document, envelope, get, items, plain_item, text
 from ._formats import TranscriptFormat, TranscriptShapeError, messages
 from ._results import agent_text, checked_pair, required_id

@@ -230,7 +230,7 @@ def predict_invoke(
     policies: Mapping[str, ToolPolicy],
     token: str,
 ) -> Invocation:
-    """Predict, with the kernel, what ``ToolBoundary.invoke`` must do; updates ``model``.
+    """Predict, with the kernel, what ``ToolBoundary.invoke`` must do; updates ``model`` (CIS-BND-6).
 
     ``policies`` are the registry's tools by name; ``token`` the invocation token the
     boundary will draw if preflight 1-6 passes. The flow is the boundary's
@@ -258,7 +258,7 @@ def predict_invoke(
         return Invocation(result=failure_result(admission, echo), token=True, executed=None, admitted=None)
     if admission.replayed and not is_own_create(admission.record, request, model.now):
         # A replay that is not this call's own create, retried: the token factory
-        # repeated itself (CIS-BND-6). The model is sequential, so no other call of the
+        # repeated itself. The model is sequential, so no other call of the
         # boundary can hold the token at the same time.
         code = duplicate_code(admission.record)
         return Invocation(result=failure_result(code, echo), token=True, executed=None, admitted=None)

@@ -412,7 +412,7 @@ def _initial(scope: Scope) -> State:
 def model_check(
     scope: Scope = CI_SCOPE, *, progress: Callable[[int, int], None] | None = None
 ) -> ModelCheckReport:
-    """Explore every state reachable within ``scope.depth`` events, breadth first (CIS-HIST-4).
+    """Explore every state reachable within ``scope.depth`` events, breadth first (CIS-HIST-4, CIS-KERN-2).
 
     Checks the invariants in every state and on every transition; stops at the
     first violation, whose :class:`Counterexample` is a shortest sequence reaching
@@ -457,7 +457,7 @@ def model_check(
                     try:
                         new = _step(scope, state, event)
                     except (ValueError, TypeError, KeyError, AssertionError) as exc:
-                        # Outcomes are values (CIS-KERN-2): no reachable event may make the kernel raise.
+                        # Outcomes are values: no reachable event may make the kernel raise.
                         raised = f"the kernel raised {type(exc).__name__}"
                         raise _InvariantError("CIS-KERN-2", raised) from None
                     if new is None:

@@ -126,7 +126,7 @@ POLICY_RESTORED_MS: Final = 6_000
 STALE_NOW_MS: Final = 1_000
 #: How long a crashed host stays down.
 HOST_DOWN_MS: Final = 300
-#: Harness re-sends of a call answered STORE_UNAVAILABLE (as the README invites).
+#: Harness re-sends of a call answered STORE_UNAVAILABLE (as docs/durability.md invites).
 RESENDS_AFTER_UNAVAILABLE: Final = 2
 
 #: Every promise the simulator checks: id -> (requirement, statement).
@@ -1210,7 +1210,7 @@ class _Simulation:
                 tolerance = 0 if self.redis is None else STALE_NOW_MS
                 expiry, ended = version.expiry_ms, version.ended_ms
                 if expiry is not None and ended is not None and ended + tolerance >= expiry:
-                    continue  # within the store's stated bound on a stale clock reading (CIS-DUR-11)
+                    continue  # within the store's stated bound on a stale clock reading
                 later = [v for v in versions[index + 1 :] if v.executed]
                 if later:
                     lived = "" if version.expiry_ms is None else f", due to expire at t={version.expiry_ms}ms"

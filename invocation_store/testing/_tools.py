@@ -217,10 +217,12 @@ class ToolKit:
         return f"{RAW_MARK} late"
 
     def _registry(self, asynchronous: bool) -> ToolRegistry:
+        """The machine's tools, sync or async; a tool whose read-only flag is a string fails closed
+        (CIS-PRE-5)."""
         execute: Any = self._aexecute if asynchronous else self._execute
         project: Any = self._aproject if asynchronous else self._project
         slow: Any = self._aslow if asynchronous else self._slow
-        flag: Any = "true"  # a string flag fails closed (CIS-PRE-5)
+        flag: Any = "true"  # a string flag fails closed
         return ToolRegistry(
             [
                 ToolSpec(name=TOOL, executor=execute, projector=project),

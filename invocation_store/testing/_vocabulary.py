@@ -1,4 +1,4 @@
-"""Vocabulary of the stateful machine: small pools of ids, shapes and refusals (CIS-STATE-1).
+"""The stateful machine's vocabulary: pools of ids, shapes, refusals, and the codes they reach (CIS-STATE-1).
 
 Small pools make collisions across runs and keys common; one draw per rule argument
 keeps Hypothesis' per-step cost low. Every value here is data: no rule lives here.
@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from attrs import frozen
 
+from ..kernel import ErrorCode
 from ._tools import (
     MODES,
 )
@@ -157,3 +158,41 @@ REFUSALS: Final = tuple(
     for refusal in group
     if refusal is not None
 )
+
+
+#: The rule of the machine (``stateful.py``) whose calls reach each error code, through the
+#: vocabulary above (CIS-STATE-2). Every :class:`~invocation_store.kernel.ErrorCode` is here or
+#: in :data:`NOT_CALL_OUTCOMES`: ``tests/test_stateful_outcomes.py`` checks that at once, and
+#: the stateful suite (``stateful_tests/test_stateful_memory.py``) that the rule does reach the
+#: code. A new code no rule reaches needs a vocabulary entry here (a refusal, a call shape),
+#: or a rule.
+OUTCOME_RULES: Final[dict[ErrorCode, str]] = {
+    ErrorCode.MISSING_TOOL_CALL_ID: "submit_refused",
+    ErrorCode.UNSAFE_TOOL_CALL_ID: "submit_refused",
+    ErrorCode.RUN_MISMATCH: "submit_refused",
+    ErrorCode.INVALID_ARGUMENTS: "submit_refused",
+    ErrorCode.REQUEST_TOO_LARGE: "submit_refused",
+    ErrorCode.UNAUTHORIZED: "submit_refused",
+    ErrorCode.NOT_READ_ONLY: "submit_refused",
+    ErrorCode.RUN_INACTIVE: "submit",
+    ErrorCode.RUN_DEADLINE_EXCEEDED: "submit",
+    ErrorCode.DUPLICATE_TOOL_CALL: "submit_duplicate",
+    ErrorCode.CALL_IN_PROGRESS: "submit_duplicate",
+    ErrorCode.TOOL_BUDGET_EXHAUSTED: "submit",
+    ErrorCode.RUN_BYTES_EXHAUSTED: "submit",
+    ErrorCode.EXECUTION_FAILED: "submit",
+    ErrorCode.EXECUTION_TIMEOUT: "submit_slow",
+    ErrorCode.RESULT_TOO_LARGE: "submit",
+    ErrorCode.SERIALIZATION_FAILED: "submit",
+    ErrorCode.PROJECTION_FAILED: "submit",
+    ErrorCode.PROJECTION_INVALID: "submit",
+    ErrorCode.INVALID_TRANSITION: "submit",
+}
+
+#: Codes that are no call's outcome on the memory machine, each with the reason.
+NOT_CALL_OUTCOMES: Final[dict[ErrorCode, str]] = {
+    ErrorCode.STORE_UNAVAILABLE: "the memory store never fails",
+    ErrorCode.DURABILITY_NOT_REACHED: "only a Redis store in a durability mode refuses with it",
+    ErrorCode.STALE_PROJECTION: "a sweep's code, counted as sweep:swept",
+    ErrorCode.NOT_STALE: "a sweep's no-op on a young record, not a call outcome",
+}

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from attrs import evolve
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     consumes,
@@ -48,6 +47,7 @@ from ..kernel import (
     is_safe_id,
     project_progress,
     utf8_len,
+    without_raw,
 )
 from ._invariants import InvariantChecks
 from ._machine import INVARIANTS, KEYS, RUNS, InvariantViolation, MachineStats
@@ -63,6 +63,8 @@ from ._vocabulary import (
     CALL_SHAPES,
     DEFAULT,
     FIRST_RUN_SHAPES,
+    NOT_CALL_OUTCOMES,
+    OUTCOME_RULES,
     READY_SHAPES,
     REFUSALS,
     RUN_IDS,
@@ -78,6 +80,8 @@ from ._worker_rules import WorkerRules
 __all__ = [
     "INVARIANTS",
     "MACHINE_LIMITS",
+    "NOT_CALL_OUTCOMES",
+    "OUTCOME_RULES",
     "InvariantViolation",
     "InvocationMachine",
     "MachineStats",
@@ -280,9 +284,7 @@ class InvocationMachine(WorkerRules, InvariantChecks):
         model = self.model
         identities = model.completed(context.run_id)
         records = {
-            tcid: None
-            if (found := model.get(context.run_id, tcid)) is None
-            else evolve(found, raw_response=None)
+            tcid: None if (found := model.get(context.run_id, tcid)) is None else without_raw(found)
             for tcid in identities
         }
         expected = project_progress(context.run_id, identities, records, model.now, self.limits)

@@ -4,7 +4,7 @@ The proxy forwards every command to a private redis-server; while it drops, each
 ``EVALSHA`` runs on the server and its reply never reaches the client (the connection
 is cut), so the store's retries replay the create until its budget ends and the call
 gets STORE_UNAVAILABLE with the record written. The harness then re-sends the call, as
-the README says to: the tool must run exactly once, sync and async. The server-kill
+docs/durability.md says to: the tool must run exactly once, sync and async. The server-kill
 test kills redis-server (``appendonly yes``, ``appendfsync always``) while calls run,
 restarts it on its data, and re-sends every call not answered: no call is ever told
 DUPLICATE_TOOL_CALL while its tool never ran, and every tool runs exactly once.

@@ -139,7 +139,8 @@ def test_chat_openai_streamed_raw_text_decides() -> None:
 
 
 def test_chat_openai_invoke_keeps_only_the_parse_of_valid_calls() -> None:
-    """CIS-ECO-4: ``ChatOpenAI.invoke`` keeps no raw text of a valid call (README): its parse is used;
+    """CIS-ECO-4: ``ChatOpenAI.invoke`` keeps no raw text of a valid call (docs/integrations.md): its parse
+    is used;
     a call whose text does not parse is still INVALID_ARGUMENTS from its ``invalid_tool_calls`` text."""
     message = _openai().invoke([HumanMessage("go")])
     assert message.additional_kwargs.get("tool_calls") is None  # langchain-openai 1.7 dropped it

@@ -155,6 +155,8 @@ def _oracle_envelope(
         or envelope.tool_name != policy.name,
         ErrorCode.NOT_READ_ONLY: policy is None or policy.read_only is not True,
     }
+    unstated = [code.value for code in ENVELOPE_CHECKS if code not in failing]
+    assert not unstated, f"tests/kernel/test_properties.py: restate {unstated} in _oracle_envelope"
     return next((code for code in ENVELOPE_CHECKS if failing[code]), None)
 
 
@@ -292,7 +294,10 @@ def test_earliest_of_any_failing_subset_wins(faults: frozenset[ErrorCode], data:
         invocation_token="tok-second",
     )
     expected = next((code for code in PREFLIGHT_ORDER if code in faults), None)
-    assert result is expected, sorted(faults)
+    assert result is expected, (
+        f"{sorted(faults)} gave {result}; a new code of PREFLIGHT_ORDER is planted here, "
+        "in test_earliest_of_any_failing_subset_wins (tests/kernel/test_properties.py)"
+    )
 
 
 # -- byte limits, no truncation ----------------------------------------------------------------

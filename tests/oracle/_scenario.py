@@ -22,6 +22,7 @@ from invocation_store.boundary import ToolRegistry, ToolSpec
 from invocation_store.kernel import EvidenceStatus, Limits, Projection, RunContext, ToolCallEnvelope
 from invocation_store.oracle._recorder import BoundaryFactory, RecordingBoundary
 from invocation_store.testing import FakeClock
+from invocation_store.testing._vocabulary import REFUSALS
 
 LIMITS = Limits(request_bytes=128, raw_bytes=256, agent_result_bytes=64)
 RUN = "run-a"
@@ -116,6 +117,10 @@ def registry(hooks: Hooks) -> ToolRegistry:
             ToolSpec(name="aging", executor=outlives_ttl, projector=found),
             ToolSpec(name="write", executor=search, projector=found, read_only=False),
             ToolSpec(name="secret", executor=search, projector=found, authorized=False),
+            # The tools the stateful kit's refusals name (testing/_vocabulary.py REFUSED_TOOLS);
+            # its "flagged" tool (a string flag) has no trace form: here it is an unknown tool.
+            ToolSpec(name="forbidden", executor=search, projector=found, authorized=False),
+            ToolSpec(name="writer", executor=search, projector=found, read_only=False),
         ]
     )
 
@@ -205,6 +210,22 @@ def record_scenario(store: InvocationStore, clock: FakeClock) -> str:
     invoke(envelope("unknown", "call_u"))
     invoke(envelope("search", "toolu_01A09q90qw90lq917835lq9"))
     invoke(envelope("search", "functions.get_weather:0"))
+    # Every hostile field the stateful kit tries (one list of refusals for both): a new
+    # refusal code reached there is recorded here too. A trace carries text or null in an
+    # envelope field; the other values (a number) are the preflight vectors' to try.
+    traceable = [refusal for refusal in REFUSALS if refusal.value is None or isinstance(refusal.value, str)]
+    for index, refusal in enumerate(traceable):
+        fields: dict[str, Any] = {
+            "run_id": RUN,
+            "tool_call_id": f"call_r{index}",
+            "tool_name": "search",
+            "arguments": '{"q":"r"}',
+        }
+        value = refusal.value
+        if refusal.field == "run_id" and value == RUN:
+            value = f"{value}x"  # the kit's rule: another run's id
+        fields[refusal.field] = value
+        invoke(ToolCallEnvelope(**fields))
 
     boundary.read(RUN, "call_0")
     boundary.read(RUN, "call_2")

@@ -21,10 +21,12 @@ import attrs
 import pytest
 
 from invocation_store import codec
-from invocation_store.adapters import MemoryStore
+from invocation_store.adapters import MemoryStore, _redis_decode, _sql
+from invocation_store.adapters._redis_scripts import RUN_FIELDS
 from invocation_store.boundary import ToolRegistry, ToolSpec
 from invocation_store.history import decode_history, encode_args, encode_result, header_line
 from invocation_store.kernel import (
+    IDENTITY_FIELDS,
     Admission,
     AdmissionRequest,
     CanonicalRecord,
@@ -32,10 +34,14 @@ from invocation_store.kernel import (
     Limits,
     Projection,
     RunState,
+    is_well_formed,
 )
-from invocation_store.oracle import Oracle, RecordingBoundary
+from invocation_store.oracle import Oracle, RecordingBoundary, _compare
 from invocation_store.oracle._vectors_fixtures import (
+    awaiting_raw,
+    error_record,
     limits_from_json,
+    projecting,
     ready_record,
     record_from_json,
     record_json,
@@ -303,3 +309,98 @@ def test_the_oracle_views_show_every_field() -> None:
     for name, changed in _distinct(RunState, _RUN):
         assert run_view(changed)[name] == codec.unstructure(changed)[name], name
     assert ErrorCode.EXECUTION_FAILED.value not in json.dumps(view)
+
+
+# -- the stores' and the oracle's own field lists ---------------------------------------------
+
+
+def _optional(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(name for name, hint, _d in _fields(cls) if type(None) in get_args(hint))
+
+
+def _record_samples() -> list[CanonicalRecord]:
+    """Well-formed records in which every record field takes at least two values.
+
+    The bases (READY, ERROR, PROJECTING with and without its raw response) and every
+    well-formed change of one field of one base: a decoder that drops or defaults a
+    field gets at least one of them wrong. Derived from the attrs fields: a new field
+    is covered without editing this file.
+    """
+    samples = list(_BASES)
+    for name, hint, _d in _fields(CanonicalRecord):
+        options = get_args(hint) or (hint,)
+        members = [m for o in options if isinstance(o, type) and issubclass(o, enum.Enum) for m in o]
+        candidates = [*members, *([None] if type(None) in options else [])]
+        for base in _BASES:
+            for value in (_probe(name, hint, getattr(base, name)), *candidates):
+                changed = attrs.evolve(base, **{name: value})
+                if changed != base and is_well_formed(changed):
+                    samples.append(changed)
+    for name, _h, _d in _fields(CanonicalRecord):
+        values = {repr(getattr(sample, name)) for sample in samples}
+        assert len(values) > 1, f"every sample has the same {name}: extend _BASES here"
+    return samples
+
+
+_BASES = [_RECORD, error_record(), projecting(), awaiting_raw()]
+_SAMPLES = _record_samples()
+
+
+def test_the_sql_row_codec_keeps_every_field() -> None:
+    """CIS-STORE-4, CIS-REC-1: the SQL stores' columns are the attrs fields, and a row keeps each one
+    (a new field is a new column: a schema change, tests/stores/test_sql_stores.py)."""
+    assert tuple(f.name for f in attrs.fields(CanonicalRecord)) == _sql._RECORD_COLUMNS
+    assert tuple(f.name for f in attrs.fields(RunState)) == _sql._RUN_COLUMNS
+    assert set(_sql._MUTABLE) | set(IDENTITY_FIELDS) == set(_sql._RECORD_COLUMNS)
+    for sample in _SAMPLES:
+        row = _sql._record_row(sample)
+        assert _sql._record_from(row, sample.run_id, sample.tool_call_id) == sample
+    for name, changed in _distinct(RunState, _RUN):
+        assert _sql._run_from(_sql._run_row(changed), changed.run_id) == changed, name
+
+
+def _redis_hash(record: CanonicalRecord) -> dict[bytes, bytes]:
+    """The record HASH as the Redis scripts write it: decimal integers, enum values, None left out."""
+    encoded = codec.unstructure(record)
+    return {
+        name.encode(): str(value).encode()
+        for name, value in encoded.items()
+        if value is not None and name != "raw_response"
+    }
+
+
+def test_the_redis_decoders_keep_every_field() -> None:
+    """CIS-STORE-6, CIS-REC-1: the Redis store's field lists are the attrs fields (RUN_FIELDS in
+    adapters/_redis_scripts.py, the record fields and optional fields in adapters/_redis_decode.py), and
+    decode_record / decode_run keep each field of a record HASH and a run HASH."""
+    run_names = tuple(f.name for f in attrs.fields(RunState))
+    assert run_names == RUN_FIELDS, "adapters/_redis_scripts.py: RUN_FIELDS must list RunState's fields"
+    record_names = {f.name for f in attrs.fields(CanonicalRecord)} - {"raw_response"}
+    assert record_names == _redis_decode._RECORD_FIELDS, "adapters/_redis_decode.py: _RECORD_FIELDS"
+    assert _optional(CanonicalRecord) == _redis_decode._OPTIONAL_FIELDS, (
+        "adapters/_redis_decode.py: _OPTIONAL_FIELDS must list the record fields that may be None, in "
+        "order (the COMPLETE_SCRIPT mask of adapters/_redis_scripts.py follows it)"
+    )
+    for sample in _SAMPLES:
+        decoded = _redis_decode.decode_record(
+            _redis_hash(sample), sample.raw_response, sample.run_id, sample.tool_call_id
+        )
+        assert decoded == sample, f"adapters/_redis_decode.py: decode_record loses a field of {sample}"
+    for name, changed in _distinct(RunState, _RUN):
+        values = [str(codec.unstructure(changed)[field]).encode() for field in RUN_FIELDS]
+        decoded_run = _redis_decode.decode_run(values, changed.run_id)
+        assert decoded_run == changed, f"adapters/_redis_decode.py: decode_run loses {name}"
+
+
+def test_the_oracle_compares_every_record_field() -> None:
+    """CIS-ORC-1, CIS-ORC-2: the oracle compares every field of a record as its trace view shows it
+    (oracle/_compare.py's _RECORD_FIELDS and _RECORD_GETTERS)."""
+    shown = {_RECORD_VIEW_RENAMED.get(f.name, f.name) for f in attrs.fields(CanonicalRecord)} - {None}
+    assert set(_compare._RECORD_FIELDS) == shown, (
+        "oracle/_compare.py: _RECORD_FIELDS must list every view field"
+    )
+    assert len(_compare._RECORD_FIELDS) == len(shown)
+    assert set(_compare._RECORD_GETTERS) == shown, "oracle/_compare.py: _RECORD_GETTERS must read every field"
+    getters = _compare._RECORD_GETTERS
+    for field in _compare._RECORD_FIELDS:
+        assert len({repr(getters[field](sample)) for sample in _SAMPLES}) > 1, field

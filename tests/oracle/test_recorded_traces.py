@@ -61,7 +61,12 @@ def test_recorded_trace_covers_every_outcome(clock: FakeClock) -> None:
         "project:invalid",
     }
     assert set(NOT_RECORDED) < set(ErrorCode)
-    assert {code.value for code in ErrorCode if code not in NOT_RECORDED} <= codes
+    missing = sorted({code.value for code in ErrorCode if code not in NOT_RECORDED} - codes)
+    assert not missing, (
+        f"the recorded scenario never answers {missing}: add a call that ends in it to "
+        "tests/oracle/_scenario.py, or list it in NOT_RECORDED (tests/oracle/test_recorded_traces.py) "
+        "with the reason"
+    )
 
 
 def test_recorded_trace_keeps_raw_text_out_of_agent_lines(clock: FakeClock) -> None:

@@ -1,4 +1,4 @@
-"""What survives a server kill and a failover, per deployment: the README's "Durability" table (CIS-DUR-1)."""
+"""What survives a server kill and a failover, per deployment: the table of docs/durability.md (CIS-DUR-1)."""
 
 from __future__ import annotations
 

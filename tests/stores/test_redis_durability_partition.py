@@ -292,7 +292,7 @@ def test_the_waiting_modes_cost_after_a_failover_is_measured() -> None:
     DURABILITY_NOT_REACHED (its executor never runs), and creates are acknowledged again once the
     replica is back. The store reaches the master through one address (a proxy moved to the promoted
     replica, as a virtual IP would be). The window, the refusals and their wait are measured and
-    printed (the README's Durability section states them with what an operator can do)."""
+    printed (docs/durability.md states them with what an operator can do)."""
     executor = CountingExecutor()
     durability = Durability(replicas=1, timeout_ms=WAIT_MS)
     fast_sync = ["--repl-diskless-sync-delay", "0"]

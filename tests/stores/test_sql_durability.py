@@ -1,4 +1,4 @@
-"""The SQL stores' durability table, one test per cell (README "Durability", CIS-DUR-1).
+"""The SQL stores' durability table: a test per promised cell (docs/durability.md, CIS-DUR-1).
 
 - SQLite, WAL + ``synchronous=FULL``: a process killed with SIGKILL while it creates
   loses no acknowledged record.
@@ -10,6 +10,9 @@
   acknowledged.
 - PostgreSQL, ``synchronous_commit=off``: the store asks for it on every write
   transaction (what it survives is PostgreSQL's: a crash may lose the last commits).
+
+The table's "not promised" cells (``synchronous_commit=off`` in a crash, a primary lost
+without a standby) promise nothing, so nothing is measured for them here.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from invocation_store.adapters import StoreUnavailableError
-from invocation_store.adapters._sql import Execute
+from invocation_store.adapters import StoreUnavailableError, _sql
+from invocation_store.adapters._sql import SCHEMA_VERSION, Execute
 from invocation_store.adapters.postgres import PostgresStore, SchemaError
 from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
 from invocation_store.kernel import Admission, ErrorCode, RunState, is_own_create
@@ -182,6 +182,142 @@ def test_the_schema_is_created_once_and_a_newer_one_refused(
     assert caught.value.operator_text() == "schema version 2 in the database; this library reads version 1"
 
 
+#: The columns of each schema version, as released: (runs, records). The library's columns are
+#: the attrs fields (adapters/_sql.py), so a new field changes them and must come with a new version.
+SCHEMA_COLUMNS = {
+    1: (
+        (
+            "run_id",
+            "status",
+            "opened_at_ms",
+            "deadline_ms",
+            "ttl_ms",
+            "expires_at_ms",
+            "tool_call_budget",
+            "byte_budget",
+            "tool_calls_used",
+            "bytes_used",
+        ),
+        (
+            "run_id",
+            "tool_call_id",
+            "tool_name",
+            "invocation_token",
+            "sequence",
+            "status",
+            "evidence_status",
+            "error_code",
+            "request_json",
+            "raw_response",
+            "agent_result",
+            "scope",
+            "created_at_ms",
+            "updated_at_ms",
+            "expires_at_ms",
+        ),
+    )
+}
+
+
+def test_the_columns_change_only_with_the_schema_version() -> None:
+    """CIS-STORE-9: the tables' columns are those pinned for SCHEMA_VERSION; a new RunState or
+    CanonicalRecord field is a schema change, which needs a new version and its migration step."""
+    assert SCHEMA_COLUMNS[SCHEMA_VERSION] == (_sql._RUN_COLUMNS, _sql._RECORD_COLUMNS), (
+        "the SQL columns changed: raise SCHEMA_VERSION and add MIGRATIONS[old version] (e.g. "
+        "'ALTER TABLE {prefix}records ADD COLUMN ...') in invocation_store/adapters/_sql.py, pin the new "
+        "version's columns in SCHEMA_COLUMNS here, and say so in docs/stores.md"
+    )
+    assert set(range(1, SCHEMA_VERSION)) == set(_sql.MIGRATIONS), "one migration step per older version"
+
+
+def _execute(store: Any, statement: str) -> list[tuple[Any, ...]]:
+    """Run ``statement`` on the store's database, outside the store (committed at once)."""
+    if isinstance(store, SqliteStore):
+        with sqlite3.connect(store.path) as conn:
+            rows = conn.execute(statement).fetchall()
+        return list(rows)
+    with psycopg.connect(store._conninfo, autocommit=True) as conn:
+        cursor = conn.execute(statement)
+        return list(cursor.fetchall()) if statement.startswith("SELECT") else []
+
+
+def _columns(store: Any, table: str) -> list[str]:
+    name = f"{store._sql.prefix}{table}"
+    if isinstance(store, SqliteStore):
+        return [row[1] for row in _execute(store, f"SELECT * FROM pragma_table_info('{name}')")]
+    return [
+        row[0]
+        for row in _execute(
+            store,
+            "SELECT column_name FROM information_schema.columns "
+            f"WHERE table_name = '{name}' ORDER BY ordinal_position",
+        )
+    ]
+
+
+def test_an_older_schema_is_migrated_on_first_use(
+    make_sql_store: Callable[..., Any], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-STORE-9: a database at the previous version is migrated by the first operation of a newer
+    library (its MIGRATIONS step, then the version row), keeping every row; a second store finds it
+    migrated and migrates nothing."""
+    old = make_sql_store(clock=clock)
+    open_default_run(old, clock())
+    kept = admitted(old, request("call_1"))
+    monkeypatch.setattr(_sql, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(_sql, "MIGRATIONS", {1: ("ALTER TABLE {prefix}records ADD COLUMN note TEXT",)})
+    new = make_sql_store(clock=clock, like=old)
+    assert new.get(RUN, "call_1") == kept
+    assert _execute(new, f"SELECT version FROM {new._sql.prefix}schema") == [(2,)]
+    assert _columns(new, "records")[-1] == "note"
+    again = make_sql_store(clock=clock, like=old)
+    assert again.get(RUN, "call_1") == kept  # a second ALTER would fail: nothing is migrated twice
+
+
+def test_a_failing_migration_changes_nothing(
+    make_sql_store: Callable[..., Any], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-STORE-9, CIS-STORE-5: a migration whose second statement fails leaves the database at its old
+    version with none of the step applied (one transaction), and the store reports it unavailable."""
+    old = make_sql_store(clock=clock)
+    open_default_run(old, clock())
+    monkeypatch.setattr(_sql, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(
+        _sql,
+        "MIGRATIONS",
+        {
+            1: (
+                "ALTER TABLE {prefix}records ADD COLUMN note TEXT",
+                "ALTER TABLE {prefix}missing ADD COLUMN x TEXT",
+            )
+        },
+    )
+    new = make_sql_store(clock=clock, like=old)
+    with pytest.raises(StoreUnavailableError):
+        new.get_run(RUN)
+    assert _execute(old, f"SELECT version FROM {old._sql.prefix}schema") == [(1,)]
+    assert "note" not in _columns(old, "records")
+
+
+def test_a_version_no_migration_starts_from_is_refused(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-STORE-9: a database at a version below every migration step (here 0) is refused at first use
+    with a permanent error naming both versions and the migration table to extend."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    _execute(store, f"UPDATE {store._sql.prefix}schema SET version = 0")
+    later = make_sql_store(clock=clock, like=store)
+    with pytest.raises(SchemaError) as caught:
+        later.get_run(RUN)
+    assert caught.value.permanent is True
+    assert caught.value.operator_text() == (
+        "schema version 0 in the database; this library reads version 1; no migration step from version 0 "
+        "(MIGRATIONS in adapters/_sql.py migrates from version 1): use a fresh table prefix or database, "
+        "or migrate it by hand"
+    )
+
+
 def test_the_lapse_sweep_is_bounded_and_deletes_only_lapsed_rows(
     make_sql_store: Callable[..., Any], clock: FakeClock
 ) -> None:
@@ -317,3 +453,52 @@ def test_postgres_decides_on_the_database_clock(postgres_dsn: str) -> None:
     finally:
         store.close()
         drop_tables(postgres_dsn, "cis_dbclock_")
+
+
+@pytest.mark.postgres
+def test_postgres_runs_every_transaction_at_read_committed(postgres_dsn: str) -> None:
+    """CIS-STORE-4: the store sets READ COMMITTED itself: on a server whose connections default to
+    SERIALIZABLE, every transaction it runs (the schema check, writes, reads) is READ COMMITTED."""
+    serializable = "-c default_transaction_isolation=serializable"
+    dsn = psycopg.conninfo.make_conninfo(postgres_dsn, options=serializable)
+    with psycopg.connect(dsn) as probe:
+        row = probe.execute("SHOW transaction_isolation").fetchone()
+    assert row == ("serializable",)  # the server default the store must not inherit
+    store = PostgresStore.from_dsn(dsn, prefix="cis_isolation_")
+    seen: list[str] = []
+    original = store._answer
+
+    def answer(conn: psycopg.Connection[Any], step: object) -> Any:
+        found = conn.execute("SHOW transaction_isolation").fetchone()
+        assert found is not None
+        seen.append(str(found[0]))
+        return original(conn, step)
+
+    store._answer = answer  # type: ignore[method-assign]
+    try:
+        open_default_run(store, store.now_ms())
+        assert isinstance(store.create(request("call_1"), LIMITS), Admission)
+        assert store.get(RUN, "call_1") is not None
+        assert store.sweep_lapsed() == 0
+        assert len(seen) >= 5
+        assert set(seen) == {"read committed"}
+    finally:
+        store.close()
+        drop_tables(postgres_dsn, "cis_isolation_")
+
+
+def test_reads_never_sweep_and_an_idle_stores_lapsed_rows_stay_invisible(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-TTL-4: the store sweeps only after a write (or on demand): reads past the interval sweep
+    nothing, yet every lapsed row reads as absent until a write or sweep_lapsed() deletes it."""
+    store = make_sql_store(clock=clock, sweep_interval_ms=1, sweep_limit=10)
+    open_default_run(store, clock(), ttl_ms=100)
+    admitted(store, request("call_1"))
+    clock.advance(10**6)  # the record and the run lapse
+    store._last_sweep = 0.0  # the interval has long passed
+    for _ in range(3):
+        assert store.get(RUN, "call_1") is None
+        assert store.get_run(RUN) is None
+        assert store.calls(RUN) == ()
+    assert store.sweep_lapsed() == 2  # nothing was swept by the reads: the record and the run

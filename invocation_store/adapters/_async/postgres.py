@@ -36,8 +36,14 @@ ViewMap = Mapping[str, ProgressView | None]
 SYNCHRONOUS_COMMIT: Final = frozenset({"off", "local", "remote_write", "on", "remote_apply"})
 #: Most rows of each kind one lapse sweep deletes.
 DEFAULT_SWEEP_LIMIT: Final = 1_000
-#: How often (ms of monotonic time) the store sweeps lapsed rows by itself, after a write.
+#: How often (ms of monotonic time) the store sweeps lapsed rows by itself, after a write
+#: (reads never sweep; an idle store's lapsed rows stay invisible until a write or
+#: ``sweep_lapsed()``).
 DEFAULT_SWEEP_INTERVAL_MS: Final = 60_000
+#: The isolation level of every transaction, set by the store whatever the server's
+#: ``default_transaction_isolation``: each decision is taken on rows the transaction locked
+#: (``SELECT ... FOR UPDATE``), which READ COMMITTED re-reads at their latest committed version.
+ISOLATION: Final = psycopg.IsolationLevel.READ_COMMITTED
 #: A transaction-scoped lock that serializes first-use schema checks across hosts.
 _SCHEMA_LOCK: Final = "SELECT pg_advisory_xact_lock(7461001)"
 
@@ -159,19 +165,30 @@ class AsyncPostgresStore:
     async def _transaction(self, make_steps: Callable[[], Steps], *, write: bool) -> Any:
         # Wait for a pooled connection no longer than the retry budget (a down server).
         wait_s = max(0.1, self._retry.budget_ms / 1000)
-        async with self._pool.connection(timeout=wait_s) as conn, conn.transaction():
-            if write and self.synchronous_commit is not None:
-                await conn.execute(
-                    sql.SQL("SET LOCAL synchronous_commit = {}").format(sql.Literal(self.synchronous_commit))
-                )
-            steps = make_steps()
-            reply = None
-            while True:
-                try:
-                    step = steps.send(reply)
-                except StopIteration as done:
-                    return done.value
-                reply = await self._answer(conn, step)
+        async with self._pool.connection(timeout=wait_s) as conn:
+            if conn.isolation_level is not ISOLATION:
+                # Whatever the server's default_transaction_isolation: every transaction
+                # begins "BEGIN ISOLATION LEVEL READ COMMITTED" (no extra round trip).
+                await conn.set_isolation_level(ISOLATION)
+            async with conn.transaction():
+                return await self._run_steps(conn, make_steps, write=write)
+
+    async def _run_steps(
+        self, conn: psycopg.AsyncConnection[Any], make_steps: Callable[[], Steps], *, write: bool
+    ) -> Any:
+        """Drive ``make_steps()`` on ``conn`` inside its open transaction; returns the operation's answer."""
+        if write and self.synchronous_commit is not None:
+            await conn.execute(
+                sql.SQL("SET LOCAL synchronous_commit = {}").format(sql.Literal(self.synchronous_commit))
+            )
+        steps = make_steps()
+        reply = None
+        while True:
+            try:
+                step = steps.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply = await self._answer(conn, step)
 
     async def _ensure_schema(self) -> None:
         if self._schema_ready:

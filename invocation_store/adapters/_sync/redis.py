@@ -937,7 +937,7 @@ class RedisStore:
                 if self._ready:  # a writer: one script call
                     command = (b"%d" % len(wanted), *map(keys.record_wire, wanted), *PROGRESS_FIELDS)
                     reply = self._io(lambda: self._evalsha(self._progress, command))
-                else:  # read rights may be all there is: one HMGET per record, pipelined (CIS-DUR-9)
+                else:  # read rights may be all there is: one HMGET per record, pipelined
                     reply = self._io(lambda: self._hmget_progress(keys, wanted))
             views = core.decode_progress_reply(reply, run_id, wanted)
             now = self._read_now()

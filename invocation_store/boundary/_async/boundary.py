@@ -50,10 +50,10 @@ T = TypeVar("T")
 
 
 async def _store(method: AsyncStoreMethod[T], *args: Any, **kwargs: Any) -> T:
-    """Call a store method; any exception it raises becomes a safe StoreUnavailableError."""
+    """Call a store method; any exception it raises becomes a safe StoreUnavailableError (CIS-FAIL-5)."""
     try:
         return await method(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE
         raise unavailable(exc) from None
 
 
@@ -200,7 +200,7 @@ class AsyncToolBoundary(Core):
         """
         return await pipeline.invoke(self, self.store, context, envelope)
 
-    # -- held calls (CIS-DUR-5, CIS-BND-7) ------------------------------------------
+    # -- held calls -----------------------------------------------------------------
 
     async def finish_pending(self, context: RunContext) -> dict[str, BoundaryResult]:
         """Apply every completion this boundary holds for the run; results by tool_call_id (CIS-DUR-5).
@@ -292,7 +292,7 @@ class AsyncToolBoundary(Core):
             ids = tuple(dict.fromkeys(await _store(self.store.calls, run_id)))
             try:
                 records = await _store(self.store.get_many, run_id, ids) if ids else {}
-            except CorruptRecordError as exc:  # carry on with the rest of the run (CIS-DUR-7)
+            except CorruptRecordError as exc:  # carry on with the rest of the run
                 corrupt.update(exc.corrupt)
                 records = exc.readable
             listed = [records.get(tool_call_id) for tool_call_id in ids]

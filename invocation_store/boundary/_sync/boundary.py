@@ -51,10 +51,10 @@ T = TypeVar("T")
 
 
 def _store(method: StoreMethod[T], *args: Any, **kwargs: Any) -> T:
-    """Call a store method; any exception it raises becomes a safe StoreUnavailableError."""
+    """Call a store method; any exception it raises becomes a safe StoreUnavailableError (CIS-FAIL-5)."""
     try:
         return method(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE
         raise unavailable(exc) from None
 
 
@@ -201,7 +201,7 @@ class ToolBoundary(Core):
         """
         return pipeline.invoke(self, self.store, context, envelope)
 
-    # -- held calls (CIS-DUR-5, CIS-BND-7) ------------------------------------------
+    # -- held calls -----------------------------------------------------------------
 
     def finish_pending(self, context: RunContext) -> dict[str, BoundaryResult]:
         """Apply every completion this boundary holds for the run; results by tool_call_id (CIS-DUR-5).
@@ -293,7 +293,7 @@ class ToolBoundary(Core):
             ids = tuple(dict.fromkeys(_store(self.store.calls, run_id)))
             try:
                 records = _store(self.store.get_many, run_id, ids) if ids else {}
-            except CorruptRecordError as exc:  # carry on with the rest of the run (CIS-DUR-7)
+            except CorruptRecordError as exc:  # carry on with the rest of the run
                 corrupt.update(exc.corrupt)
                 records = exc.readable
             listed = [records.get(tool_call_id) for tool_call_id in ids]

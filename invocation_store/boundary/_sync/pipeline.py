@@ -60,9 +60,9 @@ from ...kernel import (
     agent_view,
     duplicate_code,
     is_own_create,
+    parse_envelope,
     transition,
 )
-from ...kernel._preflight import parse_envelope
 from .._core import Core, code_of, unavailable
 from .._edge import check_context, copy_json, exact_envelope, exact_projection, exact_text, raw_text
 from .._registry import ToolSpec, vetted
@@ -91,14 +91,17 @@ def store_clock(store: InvocationStore) -> int:
 def invoke(
     core: Core, store: InvocationStore, context: RunContext, envelope: ToolCallEnvelope, watch: Stopwatch
 ) -> BoundaryResult:
-    """One tool call from envelope to bounded result: the steps below, in order (see the module docstring)."""
+    """One tool call from envelope to bounded result: the steps below, in order (see the module docstring).
+
+    A record that lapsed while the tool ran can no longer be written (CIS-TTL-4).
+    """
     prepared = preflight(core, context, envelope)
     if isinstance(prepared, BoundaryResult):
         return prepared
     tool = prepared.tool
     check_tool(tool)
     held = core.completions.retry_of(prepared.run_id, prepared.tool_call_id, tool.name, prepared.arguments)
-    if held is not None:  # the harness re-sends a call whose completion we hold (CIS-DUR-5)
+    if held is not None:  # the harness re-sends a call whose completion we hold
         return finish_held(core, store, held, prepared, watch)
     created = admit(core, store, prepared, watch)
     if isinstance(created, BoundaryResult):
@@ -109,7 +112,7 @@ def invoke(
         return failed(prepared, core.store_failed(exc, "clock"))
     if isinstance(final, ErrorCode):
         # The kernel refused a transition of our own PROJECTING record: it expired
-        # while the tool ran (CIS-TTL-4). Nothing can be written any more.
+        # while the tool ran. Nothing can be written any more.
         core.log.warning("tool call transition refused: %s", final.value)
         return failed(prepared, final)
     return finish_held(core, store, PendingCompletion(created=created, final=final), prepared, watch)
@@ -189,7 +192,10 @@ def admit(
     draws a token; a re-send of a call whose create is held sends that create again,
     token and reading unchanged (CIS-BND-7). A create that fails with a non-permanent
     StoreUnavailableError, or is interrupted in flight, is held (only a token no
-    other call of this boundary drew: a repeating token factory fails closed).
+    other call of this boundary drew: a repeating token factory fails closed). A
+    replay whose record is still this create's own counts as created, also when it was
+    waiting for a durability mode (CIS-DUR-2); any other replay is refused as the
+    duplicate it is, with the first call's fate (CIS-BND-6, CIS-ID-5).
     """
     held = core.creates.take(prepared.run_id, prepared.tool_call_id, prepared.tool.name, prepared.arguments)
     if isinstance(held, InFlight):
@@ -218,7 +224,7 @@ def admit(
         if claimed and (
             error is None or (not error.permanent and code_of(error) is ErrorCode.STORE_UNAVAILABLE)
         ):
-            # The server may have applied it and lost only the reply: hold it (CIS-BND-7).
+            # The server may have applied it and lost only the reply: hold it.
             core.creates.hold(HeldCreate(request=request, not_before_ms=not_before_ms))
         elif held is not None:
             core.creates.release(held)
@@ -233,13 +239,13 @@ def admit(
             # The record was written but not acknowledged durable: it may survive a
             # failover as PROJECTING, so its fate is unknown. Hold it like a lost reply:
             # a re-send replays the token, and runs the tool only if the record it finds
-            # is still this create's own (CIS-BND-7, CIS-DUR-2).
+            # is still this create's own.
             core.creates.hold(HeldCreate(request=request, not_before_ms=not_before_ms))
         core.log.info("tool call refused at admission: %s", admitted.value)
         return failed(prepared, admitted)
     if admitted.replayed and not own_replay(core, admitted, request, claimed, not_before_ms):
         # Not our own create: another call's record, or ours moved on (a sweep). Refuse
-        # it as the duplicate it is, with that call's fate (CIS-BND-6, CIS-ID-5).
+        # it as the duplicate it is, with that call's fate.
         code = duplicate_code(admitted.record)
         if held is None:
             core.log.warning("invocation token reused: %s", code.value)
@@ -382,7 +388,8 @@ def complete(
     Returns the store's answer (the completion is then no longer held); once the
     retry budget is spent (one deadline for every retry, the store's included:
     ``core.completions.retrying``), or at once for a permanent failure (a corrupt
-    record), the completion is held and the last StoreUnavailableError raised. The
+    record), the completion is held and the last StoreUnavailableError raised; any
+    exception of a store method counts as StoreUnavailableError (CIS-FAIL-5). The
     compare-and-set is idempotent: one that landed replays as itself (CIS-RETRY-2).
     """
     completions = core.completions
@@ -392,7 +399,7 @@ def complete(
             watch.start()
             try:
                 stored = store.complete(pending.created, pending.final)
-            except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+            except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE
                 watch.stop("store")
                 error = unavailable(exc)
                 if error.permanent:  # a corrupt record: the same answer until repaired
@@ -443,9 +450,12 @@ def finished(
     prepared: Prepared | None,
     watch: Stopwatch,
 ) -> BoundaryResult:
-    """The agent's result of a completed call: kernel ``agent_view`` of ``final``, or the store's code."""
+    """The agent's result of a completed call: kernel ``agent_view`` of ``final``, or the store's code.
+
+    The store's code is, e.g., INVALID_TRANSITION when a sweep completed the record first (CIS-LIFE-7).
+    """
     if isinstance(stored, ErrorCode):
-        # e.g. INVALID_TRANSITION: a sweep completed the record first (CIS-LIFE-7).
+        # e.g. INVALID_TRANSITION: a sweep completed the record first.
         core.log.warning("tool %s completion refused: %s", final.tool_name, stored.value)
         return failure(stored, final.tool_call_id) if prepared is None else failed(prepared, stored)
     watch.completed(final)

@@ -6,7 +6,7 @@ path that names native tool calls: ``GeminiCompletion.call`` (the real google-ge
 client, its HTTP through an ``httpx.MockTransport`` answering ``generateContent``
 and ``streamGenerateContent``) and ``extract_tool_call_info``, which the agent
 executor uses for every native call. Neither a Crew nor its telemetry is started.
-What is checked, as the README's table states it: every Gemini call gets
+What is checked, as the table of docs/integrations.md states it: every Gemini call gets
 ``call_<id(part)>`` (the CPython address of the Part object), also when Gemini sent
 its own id, streamed or not; an OpenAI-style call keeps its id; and neither a tool
 nor a tool hook is handed an id.

@@ -1,4 +1,6 @@
-"""The README's framework examples (its ```py blocks) run as written with the real frameworks (CIS-ECO-4).
+"""docs/integrations.md's framework examples (```py blocks) run as written with the real frameworks.
+
+CIS-ECO-4.
 
 ``tests/test_readme.py`` runs the ```python blocks in the ``dev`` environment; the
 Google ADK, AutoGen, AG2 and LlamaIndex examples need this environment's packages,
@@ -14,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-README = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+GUIDE = (Path(__file__).resolve().parents[3] / "docs" / "integrations.md").read_text(encoding="utf-8")
 BLOCKS = {
     heading: block
-    for heading, section in re.findall(
-        r"^### (.+?)\n(.*?)(?=^### |^## |\Z)", README, re.MULTILINE | re.DOTALL
-    )
+    for heading, section in re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", GUIDE, re.MULTILINE | re.DOTALL)
     for block in re.findall(r"```py\n(.*?)```", section, re.DOTALL)
 }
 
@@ -34,5 +34,6 @@ def test_the_example_runs(heading: str) -> None:
     """CIS-ECO-4: the example runs, its asserts hold, and what it prints holds no raw payload."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(BLOCKS[heading], f"README.md ({heading})", "exec"), {"__name__": "readme_example"})
+        code = compile(BLOCKS[heading], f"docs/integrations.md ({heading})", "exec")
+        exec(code, {"__name__": "readme_example"})
     assert printed.getvalue()

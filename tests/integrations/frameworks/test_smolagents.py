@@ -1,7 +1,7 @@
 """smolagents for real: when ``ToolCallingAgent`` invents ids, why no adapter can key its tools (CIS-ECO-8).
 
 smolagents 1.26's ``ToolCallingAgent`` runs with a scripted ``Model`` (smolagents'
-own extension point; no network). What is checked, as the README's table states it:
+own extension point; no network). What is checked, as the table of docs/integrations.md states it:
 a native tool call keeps the model's id; a call parsed out of the model's text gets
 ``str(uuid.uuid4())``; and a ``Tool`` is called with its arguments only (the agent's
 ``execute_tool_call(tool_name, arguments)`` has no id to give), so a boundary call
@@ -114,7 +114,7 @@ def test_a_tool_is_called_with_its_arguments_only() -> None:
 def test_a_harness_can_key_calls_by_the_providers_response_it_keeps() -> None:
     """CIS-ECO-8: ``OpenAIModel``'s ``ChatMessage.raw`` is the SDK's ChatCompletion: its parser keeps the ids.
 
-    What the README offers instead of an adapter: the harness dispatches the model's
+    What docs/integrations.md offers instead of an adapter: the harness dispatches the model's
     calls itself, from the provider's own response (here over an httpx mock transport).
     """
     completion = {

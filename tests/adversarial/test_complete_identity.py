@@ -1,4 +1,4 @@
-"""Round-2 adversarial tests of the store fixes (complete's identity check, memory vs Redis)."""
+"""Adversarial tests of a completion's identity check: memory and Redis refuse a forged `before` alike."""
 
 from __future__ import annotations
 

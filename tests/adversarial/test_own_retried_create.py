@@ -1,4 +1,7 @@
-"""Round-2 adversarial tests of the boundary's "own retried create" rule (CIS-BND-6)."""
+"""Adversarial tests of the boundary's "own retried create" rule: a repeated token runs a tool once.
+
+CIS-BND-6.
+"""
 
 from __future__ import annotations
 
