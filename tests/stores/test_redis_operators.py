@@ -32,6 +32,7 @@ from invocation_store.adapters import (
     CorruptRecordError,
     RedisStore,
     RetryPolicy,
+    StoreUnavailableError,
     UnsafeServerError,
     UnsupportedRedisError,
     call_key,
@@ -104,9 +105,9 @@ def test_every_read_api_works_for_a_read_only_acl_user(
     """CIS-DUR-9, CIS-STORE-10: a user granted only ``+@read`` (and ``+@connection``) reads through every
     read API of both stores, raw responses and progress included, with no MULTI and no script (the ACL
     refuses both), and reads what a full-rights store reads. With a given clock; with the default
-    server clock, whose ``TIME`` the ACL refuses too (the store then judges liveness on the host's
-    wall clock, so a live record reads as live, and has no server reading); and with ``+time`` granted
-    as well (the store then judges on the server's clock). CI runs this on Redis 6.2, 7.x and Valkey."""
+    server clock, whose ``TIME`` the ACL refuses too (reads send none: a key Redis returned is live;
+    a decision clock is refused, never the host's); and with ``+time`` granted as well (a decision
+    clock reads the server's). CI runs this on Redis 6.2, 7.x and Valkey."""
     prefix = "ro-" + ("given" if clocked else "server") + "".join(extra).replace("+", "-")
     given = clock if clocked else None
     writer = _written_run(server_url, prefix, given)
@@ -145,8 +146,17 @@ def test_every_read_api_works_for_a_read_only_acl_user(
     assert run is not None
     assert run.tool_calls_used == 2
     assert run == writer.get_run(RUN)
-    # A given clock has no error; the server's clock has a reading only where TIME is granted.
-    assert (store.clock_error_ms() is None) is (not clocked and not extra)
+    # Reads send no TIME (a key Redis returned is live): no server reading yet. A decision that
+    # compares times takes one first, which only a user granted TIME can.
+    assert store.clock_error_ms() == (0 if clocked else None)  # a given clock is exact
+    if clocked:
+        assert store.synced_now_ms() == clock.now
+    elif extra:
+        store.synced_now_ms()
+        assert store.clock_error_ms() is not None
+    else:
+        with pytest.raises(StoreUnavailableError):
+            store.synced_now_ms()
     store.close()
     writer.close()
 
