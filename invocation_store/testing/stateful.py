@@ -39,6 +39,7 @@ from hypothesis.stateful import (
 from ..kernel import (
     CitationKind,
     ErrorCode,
+    ExclusionReason,
     InvocationStatus,
     Limits,
     RunContext,
@@ -266,6 +267,11 @@ class InvocationMachine(WorkerRules, InvariantChecks):
         observed = [target.cite(context, tool_call_id) for target in self.targets]
         self._agent_view.extend(observed)
         for target, citation in zip(self.targets, observed, strict=True):
+            if citation.reason is ExclusionReason.OTHER_RUN:  # only a record the store served for another key
+                self._violation(
+                    "inv0_reads_answer_what_was_asked",
+                    f"{target.name}: cite({run_id}, {tool_call_id}) was served another run's record",
+                )
             if citation.kind is not CitationKind.NOT_REFERENCABLE and (
                 record is None or record.status is not InvocationStatus.READY
             ):

@@ -82,7 +82,7 @@ async def store_clock(store: AsyncInvocationStore) -> int:
     """
     try:
         return await async_decision_clock(store)
-    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE
         raise unavailable(exc) from None
 
 

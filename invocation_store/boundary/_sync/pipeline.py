@@ -83,7 +83,7 @@ def store_clock(store: InvocationStore) -> int:
     """
     try:
         return decision_clock(store)
-    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE (CIS-FAIL-5)
+    except Exception as exc:  # noqa: BLE001 - any store failure is STORE_UNAVAILABLE
         raise unavailable(exc) from None
 
 
