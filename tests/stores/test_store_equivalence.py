@@ -31,6 +31,11 @@ from invocation_store.testing import FakeClock
 
 from ._support import StoreDriver, request
 
+#: Fake milliseconds per "second" of the walk. Redis expires keys on its own (real) clock, at the
+#: TTL the fake clock gave them: TTLs of minutes keep a slow, loaded run's real time from ever
+#: expiring a key the fake clock still holds live, while clock jumps still cross every expiry.
+_SCALE = 60_000
+
 RUNS = ("run-a", "run-b")
 CALLS = ("call_1", "call_2", "toolu_3", "functions.f:4")
 TOKENS = ("tok-1", "tok-2", "tok-3")
@@ -68,13 +73,17 @@ def _step(
     calls: Callable[[InvocationStore], object]
     if op == 0:
         budget = rng.choice((2, 5))
-        ttl = rng.choice((2_000, 4_000))
+        ttl = rng.choice((2 * _SCALE, 4 * _SCALE))
         # 16 and 24 bytes are two and three 8-byte requests: admissions land on used == budget.
         byte_budget = rng.choice((16, 24, 300))
 
         def calls(store: InvocationStore) -> object:
             return store.open_run(
-                run, deadline_ms=now + 8_000, ttl_ms=ttl, tool_call_budget=budget, byte_budget=byte_budget
+                run,
+                deadline_ms=now + 8 * _SCALE,
+                ttl_ms=ttl,
+                tool_call_budget=budget,
+                byte_budget=byte_budget,
             )
 
         name = "open_run"
@@ -121,7 +130,7 @@ def _step(
 
         name = "run reads"
     else:
-        clock.advance(rng.choice((0, 1, 10, 300, 2_500, 9_000)))
+        clock.advance(rng.choice((0, 1, 10, 300, int(2.5 * _SCALE), 9 * _SCALE)))
         return "tick"
     results = [calls(store) for store in stores]
     assert all(result == results[0] for result in results), (name, results)
