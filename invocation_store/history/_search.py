@@ -73,6 +73,8 @@ __all__ = ["DEFAULT_BUDGET", "Budget", "BudgetExhausted", "Meter", "search"]
 #: answered ``expected`` in the state reached, else what rules the answer out there.
 Reject = Callable[[tuple[int, int], int, Any, str], None]
 _READS: Final = frozenset({"get", "get_many", "get_run", "completed", "calls"})
+#: The operations that may add to a run's usage (:func:`._spec.growth`).
+_GROWING: Final = frozenset({"create", "complete"})
 #: How many loop turns between two looks at the CPU clock.
 _CLOCK_EVERY: Final = 256
 #: The most operations with a pinned run usage whose pairs are compared before a search.
@@ -489,7 +491,14 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     for i, read_keys in enumerate(reads):
         for key in read_keys or ():
             readers.setdefault(key, []).append(i)
-    usage = _UsageBounds(ops, in_events, checked)
+    # The usage invariants prune what operations of unknown outcome leave open; where
+    # every create and completion has a known result, each placement is checked
+    # directly and they are not needed.
+    usage = (
+        _UsageBounds(ops, in_events, checked)
+        if any(not checked[i] and ops[i].name in _GROWING for i in in_events)
+        else None
+    )
 
     # Append-only lists: a known non-empty answer of ``completed`` (done, slot 2) or
     # ``calls`` (slot 3) not yet placed must extend the current list, unless a run open
@@ -535,6 +544,7 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
 
     def usage_dead(i: int, after: RunModel, placed_now: int) -> bool:
         """True if, with op ``i`` placed giving ``after``, the run's usage rules out a pinned answer."""
+        assert usage is not None
         if usage.grow[i] == NO_USAGE and after[0] is state[0]:
             return False  # neither the usage nor what is left to add changed
         found = usage.dead(after, placed_now)
@@ -577,7 +587,7 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     witnessed: set[int] = set()  # creates whose answer was tried against its witness state
     if dead(state, list(readers), 0):
         return False
-    if usage.pins:
+    if usage is not None and usage.pins:
         refuted = usage.refuted_at_start(rank)
         if refuted is not None:
             x, nearest, where, why = refuted
@@ -607,7 +617,8 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
                     pending[key] += 1
                 if ops[i].name == "open_run":
                     opens += 1
-                usage.give(i)
+                if usage is not None:
+                    usage.give(i)
                 if i in rank:
                     position -= 1
                 if match[placed_entry] != -1:
@@ -639,17 +650,19 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
             opens -= 1
         for key in writes[i]:
             pending[key] -= 1
-        usage.take(i)
+        if usage is not None:
+            usage.take(i)
         if (
             (writes[i] and dead(after, writes[i], placed | (1 << i)))
             or (lists and grown_past(after, placed | (1 << i)))
-            or (usage.pins and usage_dead(i, after, placed | (1 << i)))
+            or (usage is not None and usage.pins and usage_dead(i, after, placed | (1 << i)))
         ):
             for key in writes[i]:
                 pending[key] += 1
             if op.name == "open_run":
                 opens += 1
-            usage.give(i)
+            if usage is not None:
+                usage.give(i)
             continue
         cache.add(key_after)
         meter.count()
