@@ -13,7 +13,8 @@ budget; the table (Markdown, as ``benchmarks/README.md`` publishes it) gives per
 and P, linearizable and with one impossible result: the exit code, CPU seconds, the
 configurations explored and the peak memory the check allocated (``tracemalloc``, in a
 second run of the same check, untimed: under tracemalloc a check the CPU budget ends
-explores fewer states, so its peak is a lower bound there). The machine's load
+explores fewer states, so its peak is a lower bound there), with the resident memory
+the timed run added past the imports' peak when over 1 MiB. The machine's load
 average is printed before and after.
 
 Part 2 records real concurrent histories of 1,000, 10,000 and 100,000 store operations
@@ -113,9 +114,12 @@ def _check(path: str, traced: bool = False) -> dict[str, float]:
 
 
 def _memory(result: dict[str, float]) -> str:
-    """The peak the check allocated (tracemalloc), in KiB or MiB."""
+    """The peak the check allocated (tracemalloc), in KiB or MiB; and the resident memory it added
+    past the imports' peak (``ru_maxrss``), when over 1 MiB."""
     peak = result["traced_peak_bytes"] / 1024
-    return f"{peak:,.0f} KiB" if peak < 10 * 1024 else f"{peak / 1024:,.1f} MiB"
+    text = f"{peak:,.0f} KiB" if peak < 10 * 1024 else f"{peak / 1024:,.1f} MiB"
+    added = (result["rss_after_kb"] - result["rss_before_kb"]) / 1024
+    return text + (f" (+{added:,.1f} MiB RSS)" if added > 1 else "")
 
 
 def _cell(result: dict[str, float]) -> str:

@@ -13,9 +13,17 @@ such histories, linearizable or with one impossible result, for the benchmark
   ``forged`` makes one completion claim a result no order gives (another content);
 - :func:`overlapping_creates`: ``P`` creates of distinct calls, all in flight at once,
   answered as in some order; ``forged`` makes one claim a sequence no order gives;
-- :func:`unknown_completes`: ``P`` completions whose outcome is unknown, then a read of
-  the run: the case no pruning helps (every subset of the completions is a state),
-  with a run usage that is possible or that no subset gives.
+- two answers competing for one state, each fitting a state alone
+  (:func:`competing_creates`: two creates claiming the last budget slot;
+  :func:`same_key_creates`: two admissions of one key; :func:`double_completes`: two
+  completions of one record; :func:`admissions_read`: a read listing both claimants);
+- :func:`unknown_completes`: ``P`` completions whose outcome is unknown (every subset
+  of them a state), then a read of the run with a usage that is possible, or that no
+  subset gives (above every sum, or between the sums): the run-usage invariants
+  decide it at once;
+- :func:`unknown_completes_reread`: the same, then a read of one record that the run
+  read's usage contradicts: no usage bound sees it, the search visits every subset
+  (the case the budget bounds).
 
 Every expected result is the kernel's (``admit``, ``transition``,
 ``decide_completion``); the lines are the history format's (``spec/history.md``).
