@@ -75,6 +75,7 @@ HARD_CASES: tuple[tuple[str, str, dict[str, bool]], ...] = (
     ("creates", "overlapping_creates", {}),
     ("creates competing for the last slot", "competing_creates", {}),
     ("two admissions of one key", "same_key_creates", {}),
+    ("two admissions of one key, a third unanswered", "same_key_creates", {"retried": True}),
     ("two completions of one record", "double_completes", {}),
     ("a read listing both claimants", "admissions_read", {}),
     ("unknown completes, read above every sum", "unknown_completes", {}),

@@ -49,15 +49,18 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
+from ..kernel import CanonicalRecord
 from ._format import HistoryOp, Outcome
 from ._spec import (
     EMPTY,
     NO_USAGE,
     RunModel,
     Usage,
+    after_witness,
     answer_at,
     apply,
     earlier_attempts,
+    fresh_claim,
     growth,
     impossible,
     lapse_of,
@@ -172,6 +175,57 @@ class _Deepest:
     def note(self, depth: int, placed: int) -> None:
         if depth > self.depth:
             self.depth, self.placed = depth, placed
+
+
+class _KeyClaims:
+    """Fresh admissions of one key (:func:`._spec.fresh_claim`): each needs the key empty.
+
+    A record stays live until its expiry, so once a create has written one under a key,
+    a fresh admission of that key not yet placed whose ``now_ms`` is before that expiry
+    is impossible; and two fresh admissions whose records each outlive the other's
+    ``now_ms`` fit in no order.
+    """
+
+    def __init__(self, ops: Sequence[HistoryOp], checked: Sequence[bool]) -> None:
+        self.ops = ops
+        self.by_key: dict[str, list[tuple[int, CanonicalRecord]]] = {}
+        for i, op in enumerate(ops):
+            record = fresh_claim(op) if checked[i] else None
+            if record is not None:
+                self.by_key.setdefault(record.tool_call_id, []).append((i, record))
+
+    def _may_precede(
+        self, x: tuple[int, CanonicalRecord], y: tuple[int, CanonicalRecord], rank: dict[int, int]
+    ) -> bool:
+        ops = self.ops
+        (xi, x_record), (yi, _y_record) = x, y
+        if (ops[yi].complete_line or 0) < ops[xi].invoke_line:
+            return False
+        if xi in rank and yi in rank and rank[xi] > rank[yi]:
+            return False
+        return x_record.expires_at_ms <= ops[yi].now_ms
+
+    def refuted_at_start(self, rank: dict[int, int]) -> tuple[int, int] | None:
+        """Two fresh admissions of one key that fit in no order: (the earlier, the later), or None."""
+        for claims in self.by_key.values():
+            for a, first in enumerate(claims):
+                for second in claims[a + 1 :]:
+                    if self._may_precede(first, second, rank) or self._may_precede(second, first, rank):
+                        continue
+                    if rank.get(first[0], -1) > rank.get(second[0], -1):
+                        return second[0], first[0]
+                    return first[0], second[0]
+        return None
+
+    def dead(self, state: RunModel, key: str, placed: int) -> int | None:
+        """A fresh admission of ``key`` not yet placed that the live record ``state`` holds rules out."""
+        stored = next((record for tcid, record in state[1] if tcid == key), None)
+        if stored is None:
+            return None
+        for i, _record in self.by_key.get(key, ()):
+            if not placed >> i & 1 and stored.expires_at_ms > self.ops[i].now_ms:
+                return i
+        return None
 
 
 def _usage_text(usage: Usage) -> str:
@@ -494,11 +548,11 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     # The usage invariants prune what operations of unknown outcome leave open; where
     # every create and completion has a known result, each placement is checked
     # directly and they are not needed.
-    usage = (
-        _UsageBounds(ops, in_events, checked)
-        if any(not checked[i] and ops[i].name in _GROWING for i in in_events)
-        else None
-    )
+    unknown_writes = any(not checked[i] and ops[i].name in _GROWING for i in in_events)
+    usage = _UsageBounds(ops, in_events, checked) if unknown_writes else None
+    claims = _KeyClaims(ops, checked) if unknown_writes else None
+    if claims is not None and not claims.by_key:
+        claims = None
 
     # Append-only lists: a known non-empty answer of ``completed`` (done, slot 2) or
     # ``calls`` (slot 3) not yet placed must extend the current list, unless a run open
@@ -556,6 +610,18 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
                 rejected(found[0], answer, 1, found[2])
         return True
 
+    def claim_dead(i: int, after: RunModel, placed_now: int) -> bool:
+        """True if the record create ``i`` left rules out a fresh admission of its key not yet placed."""
+        assert claims is not None
+        if after[1] is state[1]:
+            return False  # it wrote nothing
+        found = claims.dead(after, ops[i].args[0].tool_call_id, placed_now)
+        if found is None:
+            return False
+        if on_reject is not None:
+            rejected(found, step(after, ops[found])[0], 1, "a record stays under its key until it expires")
+        return True
+
     deepest = _Deepest()
     placed = 0
 
@@ -587,6 +653,19 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     witnessed: set[int] = set()  # creates whose answer was tried against its witness state
     if dead(state, list(readers), 0):
         return False
+    if claims is not None:
+        pair = claims.refuted_at_start(rank)
+        if pair is not None:
+            earlier, later = pair
+            witness = after_witness(ops[earlier])
+            if on_reject is not None and witness is not None:
+                why = (
+                    f"op {ops[earlier].op_id} left a record under its key, live until "
+                    f"{ops[earlier].result.record.expires_at_ms}, and a record stays until it expires"
+                )
+                where = (rank.get(later, 1), rank.get(later, 1))
+                on_reject(where, later, step(witness, ops[later])[0], why)
+            return False
     if usage is not None and usage.pins:
         refuted = usage.refuted_at_start(rank)
         if refuted is not None:
@@ -656,6 +735,7 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
             (writes[i] and dead(after, writes[i], placed | (1 << i)))
             or (lists and grown_past(after, placed | (1 << i)))
             or (usage is not None and usage.pins and usage_dead(i, after, placed | (1 << i)))
+            or (claims is not None and op.name == "create" and claim_dead(i, after, placed | (1 << i)))
         ):
             for key in writes[i]:
                 pending[key] += 1

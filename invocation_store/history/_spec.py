@@ -50,9 +50,11 @@ __all__ = [
     "Admitted",
     "RunModel",
     "Usage",
+    "after_witness",
     "answer_at",
     "apply",
     "earlier_attempts",
+    "fresh_claim",
     "growth",
     "impossible",
     "lapse_of",
@@ -369,6 +371,34 @@ def pinned_usage(op: HistoryOp) -> tuple[Usage, Usage] | None:
         usage = Usage(result.tool_calls_used, result.bytes_used)
         return usage, usage
     return None
+
+
+def fresh_claim(op: HistoryOp) -> CanonicalRecord | None:
+    """The record a create answered with a fresh admission wrote, or None (CIS-ID-5).
+
+    Such an answer needs its key to hold no live record where it takes effect; the
+    record it wrote stays there until ``expires_at_ms`` (no operation removes a record:
+    a completion or a sweep rewrites it in place). So two fresh admissions of one key
+    fit one order only if the first's record lapsed by the second's ``now_ms``.
+    """
+    result = op.result
+    if (
+        op.name == "create"
+        and op.outcome is Outcome.OK
+        and isinstance(result, Admission)
+        and not result.replayed
+        and not isinstance(op.args, Admitted)
+    ):
+        return result.record
+    return None
+
+
+def after_witness(op: HistoryOp) -> RunModel | None:
+    """The state just after a create answered with an admission: its run and record; None otherwise."""
+    result = op.result
+    if op.name != "create" or not isinstance(result, Admission) or isinstance(op.args, Admitted):
+        return None
+    return (result.run, ((result.record.tool_call_id, result.record),), (), ())
 
 
 def lapse_of(op: HistoryOp) -> int | None:

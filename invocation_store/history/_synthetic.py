@@ -302,29 +302,30 @@ def competing_creates(p: int, *, forged: bool, run_id: str = _RUN) -> list[str]:
     return lines.text()
 
 
-def same_key_creates(p: int, *, forged: bool, run_id: str = _RUN) -> list[str]:
+def same_key_creates(p: int, *, forged: bool, run_id: str = _RUN, retried: bool = False) -> list[str]:
     """``p`` creates all in flight, the last two of one call with their own tokens, a budget of ``p`` calls.
 
     The first ``p - 1`` (distinct calls) are admitted in order; the last, a second
     invocation of call ``p - 2`` with another token, is answered CALL_IN_PROGRESS (the
     first one's record is live and PROJECTING), or with ``forged`` admitted with its
-    own token in the same slot as the first: each answer alone fits a state; no order
-    admits one key twice while its record lives (CIS-ID-5).
+    own token in the next slot: each answer alone fits a state, and the run's usage
+    fits both; no order admits one key twice while its record lives (CIS-ID-5). With
+    ``retried`` a third create of that call, with a third token, is invoked with them
+    and never answered (a timeout): its key's operations are then not checked alone.
     """
     lines = _Lines()
     requests = [_request(n, run_id) for n in range(p - 1)]
     requests.append(evolve(requests[-1], invocation_token=f"tok-{p - 2}-again"))
     run, invoked = _in_flight_creates(lines, requests, p, run_id)
+    if retried:
+        lines.invoke(
+            p + 1, "create", _create_args(evolve(requests[-1], invocation_token=f"tok-{p - 2}-third"))
+        )
     answers: list[Admission | ErrorCode] = []
-    before_last = run
     stored: dict[str, CanonicalRecord] = {}
     for n, request in enumerate(requests):
-        if n == p - 2:
-            before_last = run
-        if forged and n == p - 1:
-            admission = admit(before_last, None, request, _LIMITS, T0)
-        else:
-            admission = admit(run, stored.get(request.tool_call_id), request, _LIMITS, T0)
+        existing = None if forged and n == p - 1 else stored.get(request.tool_call_id)
+        admission = admit(run, existing, request, _LIMITS, T0)
         if isinstance(admission, Admission):
             run = admission.run
             stored[request.tool_call_id] = admission.record

@@ -225,6 +225,26 @@ def test_two_answers_competing_for_one_state_are_explained_minimally(
     assert (linearizable.exit_code, linearizable.states <= 2 * p + 2) == (0, True)
 
 
+@pytest.mark.parametrize("p", [16, 64])
+def test_two_admissions_of_a_key_not_checked_alone_are_refuted_at_once(p: int) -> None:
+    """CIS-HIST-2, CIS-ID-5: two fresh admissions of one key whose usage fits both, with a third create
+    of the key unanswered (so the key's operations are not checked alone): no order fits them, since a
+    record stays under its key until it expires; decided and explained within a number of
+    configurations linear in P, each order saying why."""
+    report = check_history_lines(same_key_creates(p, forged=True, retried=True))
+    assert report.exit_code == 1
+    violation = report.violation
+    assert violation is not None
+    assert (violation.rule, violation.key) == ("CIS-ID-5", None)
+    assert [op.name for op in violation.window] == ["create", "create"]
+    assert {op.args[0].tool_call_id for op in violation.window} == {f"call_{p - 2}"}
+    for tried in violation.orders:
+        assert "the kernel returns CALL_IN_PROGRESS" in tried.reason
+        assert "a record stays until it expires" in tried.reason
+    assert report.states <= 12 * p + 200  # and the one search of the first operation alone, capped at 200
+    assert check_history_lines(same_key_creates(p, forged=False, retried=True)).exit_code == 0
+
+
 def test_two_creates_claiming_the_last_slot_say_why() -> None:
     """CIS-HIST-2, CIS-RUN-5: for each order of the two claimants, the kernel's answer to the second
     (TOOL_BUDGET_EXHAUSTED) and why no later state helps: the run's usage after the first, which only
