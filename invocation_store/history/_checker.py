@@ -22,12 +22,14 @@ search of :mod:`._search` (Wing & Gong with Lowe's memoisation, pruned):
 
 When a run is not linearizable the evidence is shrunk to a *window*, within what is
 left of the same budget: the shortest prefix of the (key's or run's) history that is
-not linearizable (its last completion is the first one no order explains), then every
-operation whose result is not needed for the contradiction relaxed to an unknown
-outcome (relaxing only removes constraints, so what remains is still a
-contradiction), and for each order of the remaining operations where the kernel
-disagreed. If the budget runs out while explaining, the verdict stands and the report
-says the window may not be minimal.
+not linearizable (its last completion is the first one no order explains, which every
+window holds), then every operation whose result is not needed for the contradiction
+relaxed to an unknown outcome (relaxing only removes constraints, so what remains is
+still a contradiction): first a window of that operation alone or with one partner
+(:func:`_small_window`, which the search's invariants refute at once), else shrinking
+in groups (:func:`_relax`); and for each order of the remaining operations where the
+kernel disagreed and in which fields. If the budget runs out while explaining, the
+verdict stands and the report says the window may not be minimal.
 
 A run the budget could not decide is *undecided*: the report names it, the window of
 operations not yet placed at the deepest point the search reached, and the limit

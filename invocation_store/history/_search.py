@@ -11,7 +11,7 @@ operation not yet placed means backtracking. A configuration (the operations pla
 the specification's state) already explored is never explored again (Lowe 2017, as
 Porcupine runs it).
 
-Five refinements keep the hard cases cheap, each sound:
+Seven refinements keep the hard cases cheap, each sound:
 
 - *Unobserved state is not kept.* The run's completed and admitted id lists are read
   only by ``completed`` and ``calls``; when no such read has a known result, they are
@@ -33,6 +33,16 @@ Five refinements keep the hard cases cheap, each sound:
   order explains it.
 - *Known results first.* Operations of unknown outcome are placed only where they
   change the state, and after the known ones had their turn.
+- *Run usage only grows* (:class:`_UsageBounds`, where a create or completion has an
+  unknown outcome). Each operation adds exactly its :func:`._spec.growth` to the
+  run's usage or nothing, and only an open on a lapsed run starts it again; an answer
+  pinning the usage before it (:func:`._spec.pinned_usage`) is refuted before the
+  search when no subset of the growths of what was invoked before it returned gives
+  it, or when it and another fit in neither order, and during the search once the
+  usage passed it or cannot reach it with what is left.
+- *A record stays until it expires* (:class:`_KeyClaims`). A fresh admission needs
+  its key empty: two whose records each outlive the other's time fit in no order,
+  and one not yet placed is refuted once a record live at its time is under its key.
 
 Every search runs under a :class:`Meter`: at most ``max_states`` configurations held
 (the memory bound) and a CPU-time deadline shared by everything one check does. On
