@@ -57,7 +57,7 @@ __all__ = [
     "fresh_claim",
     "growth",
     "impossible",
-    "lapse_of",
+    "observed_run",
     "pinned_usage",
     "reads_of",
     "rule_of",
@@ -401,17 +401,17 @@ def after_witness(op: HistoryOp) -> RunModel | None:
     return (result.run, ((result.record.tool_call_id, result.record),), (), ())
 
 
-def lapse_of(op: HistoryOp) -> int | None:
-    """When the run a pinned answer (:func:`pinned_usage`) shows lapses (``expires_at_ms``), or None.
+def observed_run(op: HistoryOp) -> RunState | None:
+    """The run a pinned answer (:func:`pinned_usage`) shows, or None.
 
-    Until then no ``open_run`` can start a fresh run (CIS-RUN-1: an open on a live run
-    answers it or INVALID_TRANSITION), so the usage only grows.
+    Until it lapses no ``open_run`` can start a fresh run (CIS-RUN-1: an open on a live
+    run answers it or INVALID_TRANSITION), so the usage only grows.
     """
     result = op.result
     if isinstance(result, Admission):
-        return result.run.expires_at_ms
+        return result.run
     if isinstance(result, RunState):
-        return result.expires_at_ms
+        return result
     return None
 
 
