@@ -3,11 +3,19 @@
 Part 1, the hard cases: P = 2, 4, 8, 12, 16, 32, 64 fully overlapping operations of one
 run (``invocation_store.history._synthetic``), linearizable and with one impossible
 result: completions of P calls (they commute), creates of P calls (their answers pin
-the order), and completions of unknown outcome followed by a read of the run (every
-subset of them a state: the case the budget bounds). Each check runs in a fresh
-subprocess through the CLI's code path, with the default budget; the table gives the
-exit code, CPU and wall seconds, the configurations explored and the peak resident
-memory the check added.
+the order), two answers competing for one state (two creates claiming the last budget
+slot, two admissions of one key, two completions of one record, a read listing both
+claimants), and completions of unknown outcome followed by a read of the run whose
+usage no subset gives (above every sum, or between the sums), or followed by a second
+read no usage bound sees (every subset of them a state: the case the budget bounds).
+Each check runs in a fresh subprocess through the CLI's code path, with the default
+budget; the table (Markdown, as ``benchmarks/README.md`` publishes it) gives per shape
+and P, linearizable and with one impossible result: the exit code, CPU seconds, the
+configurations explored and the peak memory the check allocated (``tracemalloc``, in a
+second run of the same check, untimed: under tracemalloc a check the CPU budget ends
+explores fewer states, so its peak is a lower bound there), with the resident memory
+the timed run added past the imports' peak when over 1 MiB. The machine's load
+average is printed before and after.
 
 Part 2 records real concurrent histories of 1,000, 10,000 and 100,000 store operations
 (8 worker threads driving ToolBoundary calls against one MemoryStore, about 40
@@ -39,7 +47,7 @@ from invocation_store.adapters import MemoryStore
 from invocation_store.testing._jepsen import CLOCK_MS, Workload, run_workload
 
 CHILD = r"""
-import json, resource, sys, time
+import json, resource, sys, time, tracemalloc
 from invocation_store.history import check_history_lines
 
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -49,15 +57,30 @@ with open(sys.argv[1], "rb") as stream:
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 status = report.as_json()["status"]
+traced = None
+if len(sys.argv) > 2:  # the same check again under tracemalloc: its peak allocation
+    tracemalloc.start()
+    with open(sys.argv[1], "rb") as stream:
+        check_history_lines(stream)
+    traced = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
 print(json.dumps({"exit": report.exit_code, "wall": wall, "cpu": cpu, "rss_before_kb": before,
-                  "rss_after_kb": after, "status": status, "states": report.states}))
+                  "rss_after_kb": after, "status": status, "states": report.states,
+                  "traced_peak_bytes": traced}))
 """
 
-#: The hard cases of part 1: (name, builder name in invocation_store.history._synthetic).
-HARD_CASES = (
-    ("completes", "overlapping_completes"),
-    ("creates", "overlapping_creates"),
-    ("unknown completes", "unknown_completes"),
+#: The hard cases of part 1: (name, builder name in invocation_store.history._synthetic, its options).
+HARD_CASES: tuple[tuple[str, str, dict[str, bool]], ...] = (
+    ("completes", "overlapping_completes", {}),
+    ("creates", "overlapping_creates", {}),
+    ("creates competing for the last slot", "competing_creates", {}),
+    ("two admissions of one key", "same_key_creates", {}),
+    ("two admissions of one key, a third unanswered", "same_key_creates", {"retried": True}),
+    ("two completions of one record", "double_completes", {}),
+    ("a read listing both claimants", "admissions_read", {}),
+    ("unknown completes, read above every sum", "unknown_completes", {}),
+    ("unknown completes, read between the sums", "unknown_completes", {"within": True}),
+    ("unknown completes, a second read", "unknown_completes_reread", {}),
 )
 
 
@@ -79,41 +102,63 @@ def _record(path: str, ops: int) -> tuple[int, int]:
     return invokes, runs
 
 
-def _check(path: str) -> dict[str, float]:
+def _check(path: str, traced: bool = False) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, path], capture_output=True, text=True, check=True, timeout=3600
+        [sys.executable, "-c", CHILD, path, *(["traced"] if traced else [])],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
+def _memory(result: dict[str, float]) -> str:
+    """The peak the check allocated (tracemalloc), in KiB or MiB; and the resident memory it added
+    past the imports' peak (``ru_maxrss``), when over 1 MiB."""
+    peak = result["traced_peak_bytes"] / 1024
+    text = f"{peak:,.0f} KiB" if peak < 10 * 1024 else f"{peak / 1024:,.1f} MiB"
+    added = (result["rss_after_kb"] - result["rss_before_kb"]) / 1024
+    return text + (f" (+{added:,.1f} MiB RSS)" if added > 1 else "")
+
+
+def _cell(result: dict[str, float]) -> str:
+    """``exit 1, 0.012 s, 85 states, 120 KiB`` for one check."""
+    states = int(result["states"])
+    return f"exit {int(result['exit'])}, {result['cpu']:.3f} s, {states:,} states, {_memory(result)}"
+
+
 def _hard_cases(sizes: list[int], tmp: str) -> None:
-    """Part 1: the hard cases, one subprocess per check."""
+    """Part 1: the hard cases, one subprocess per check, as one Markdown table."""
     from invocation_store.history import _synthetic  # noqa: PLC0415 - only for this part
 
-    print(
-        f"{'shape':>18} {'P':>3} {'history':>14} {'exit':>4} {'status':>17} {'cpu s':>7} {'wall s':>7} "
-        f"{'states':>8} {'check used':>11}"
-    )
-    for label, builder in HARD_CASES:
+    load = os.getloadavg()
+    cpus = os.cpu_count()
+    print(f"load average (1, 5, 15 min) before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {cpus} CPUs")
+    figures = []
+    print("| shape | P | linearizable | one impossible result |")
+    print("| --- | --- | --- | --- |")
+    for label, builder, options in HARD_CASES:
         for p in sizes:
+            cells = []
             for forged in (False, True):
                 path = os.path.join(tmp, f"hard-{builder}-{p}-{forged}.jsonl")
                 with open(path, "w", encoding="utf-8") as stream:
-                    stream.writelines(getattr(_synthetic, builder)(p, forged=forged))
-                result = _check(path)
-                states = int(result["states"])
-                used = (result["rss_after_kb"] - result["rss_before_kb"]) / 1024
-                kind = "one impossible" if forged else "linearizable"
-                print(
-                    f"{label:>18} {p:>3} {kind:>14} {int(result['exit']):>4} {result['status']:>17} "
-                    f"{result['cpu']:>7.3f} {result['wall']:>7.3f} {states:>8,} {used:>7.1f} MiB"
-                )
-                print(
-                    f"FIGURE check-history {label} P={p} {kind}: exit {int(result['exit'])}, "
-                    f"{result['cpu']:.3f} CPU-s, {states:,} states, {used:.1f} MiB added"
-                )
+                    stream.writelines(getattr(_synthetic, builder)(p, forged=forged, **options))
+                result = _check(path, traced=True)
                 os.remove(path)
+                cells.append(_cell(result))
+                kind = "one impossible" if forged else "linearizable"
+                figures.append(
+                    f"FIGURE check-history {label} P={p} {kind}: exit {int(result['exit'])}, "
+                    f"{result['cpu']:.3f} CPU-s, {int(result['states']):,} states, peak {_memory(result)}"
+                )
+            print(f"| {label} | {p} | {cells[0]} | {cells[1]} |", flush=True)
+    load = os.getloadavg()
+    print(f"load average (1, 5, 15 min) after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    for figure in figures:
+        print(figure)
 
 
 def main() -> int:

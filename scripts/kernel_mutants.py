@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python scripts/kernel_mutants.py list               # every mutant, one per line
     .venv/bin/python scripts/kernel_mutants.py run [--every N]    # run them through the vectors
+    .venv/bin/python scripts/kernel_mutants.py run --only rivals  # the rival readings alone (a minute)
     .venv/bin/python scripts/kernel_mutants.py suite              # equivalents vs tests/kernel
 
 A *mutant* is the kernel with one small change to one decision: a comparison
@@ -22,7 +23,9 @@ content-only result limit, a same-token admission as a duplicate; round 3: truth
 skips checks 5-6, Begin applying the request limit, caller errors after the phase,
 replays on a lapsed run or only while PROJECTING, charges of ACTIVE runs only, whole
 record replays, unsafe run ids cited UNSAFE_ID, duplicates removed among facts only,
-JavaScript's UTF-16 reading of escapes, unsafe integers refused, ...), written as
+JavaScript's UTF-16 reading of escapes, unsafe integers refused; issue 22's audit: a
+bare minus as a number, Begin judging the id before the phase, trimmed tool names, a
+request stored re-serialized by a binary64 reader, ...), written as
 patches of the kernel's text, or of the adapter's reading of a vector's JSON where
 the rule is about that JSON form (what a projection is, which texts name a code);
 each must be killed too.
@@ -896,6 +899,48 @@ _ROUND_3: tuple[Rival, ...] = (
             ),
         ),
     ),
+    # Issue 22's audit: readings the vectors held without a rival to show they decide them.
+    _kernel(
+        "a minus sign alone is a number (read as -0)",
+        "_ijson.py",
+        "        value = _DECODER.decode(text)\n",
+        '        value = _DECODER.decode(re.sub(r"-(?=\\s*[,\\]}])", "-0", text))\n',
+    ),
+    _kernel(
+        "Begin judges the tool_call_id before the phase",
+        "_state.py",
+        "    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)\n",
+        "    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)\n"
+        "    if isinstance(event, Begin) and check_tool_call_id(event.tool_call_id) is not None:\n"
+        "        return check_tool_call_id(event.tool_call_id)\n",
+    ),
+    _kernel(
+        "tool names are compared after trimming whitespace",
+        "_preflight.py",
+        "        or policy.name != envelope.tool_name\n",
+        "        or (policy.name.strip() if type(policy.name) is str else policy.name)\n"
+        "        != envelope.tool_name.strip()\n",
+    ),
+    _kernel(
+        "the request is stored re-serialized (JSON.stringify(JSON.parse(text)) in a binary64 reader)",
+        "_admission.py",
+        "        request_json=request.request_json,\n        invocation_token=request.invocation_token,\n"
+        "        sequence=run.tool_calls_used + 1,\n",
+        "        request_json=__import__('json').dumps(__import__('json').loads(request.request_json, "
+        "parse_int=lambda t: int(float(t)) if abs(int(t)) > 2**53 else int(t)), separators=(',', ':'), "
+        "ensure_ascii=False),\n        invocation_token=request.invocation_token,\n"
+        "        sequence=run.tool_calls_used + 1,\n",
+    ),
+    _kernel(
+        "the request is stored with its integers as a binary64 reader holds them (2^53 + 1 as 2^53)",
+        "_admission.py",
+        "        request_json=request.request_json,\n        invocation_token=request.invocation_token,\n"
+        "        sequence=run.tool_calls_used + 1,\n",
+        "        request_json=__import__('re').sub(r'(?<![\\d.eE+-])-?\\d{16,}(?![\\d.eE])', "
+        "lambda m: str(int(float(m.group()))), request.request_json),\n"
+        "        invocation_token=request.invocation_token,\n"
+        "        sequence=run.tool_calls_used + 1,\n",
+    ),
 )
 
 #: Every rival reading kept as a patch; each must fail some vector.
@@ -1017,8 +1062,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("list", "run", "suite"))
     parser.add_argument("--every", type=int, default=1, help="run every Nth mutant only")
+    parser.add_argument(
+        "--only",
+        choices=("generated", "rivals"),
+        help="only the mutants generated from the kernel's syntax, or only the rival readings",
+    )
     args = parser.parse_args(argv)
-    mutants = generate() + rivals()
+    mutants = ([] if args.only == "rivals" else generate()) + ([] if args.only == "generated" else rivals())
     if args.action == "list":
         for mutant in mutants:
             print(mutant.name)

@@ -22,12 +22,14 @@ search of :mod:`._search` (Wing & Gong with Lowe's memoisation, pruned):
 
 When a run is not linearizable the evidence is shrunk to a *window*, within what is
 left of the same budget: the shortest prefix of the (key's or run's) history that is
-not linearizable (its last completion is the first one no order explains), then every
-operation whose result is not needed for the contradiction relaxed to an unknown
-outcome (relaxing only removes constraints, so what remains is still a
-contradiction), and for each order of the remaining operations where the kernel
-disagreed. If the budget runs out while explaining, the verdict stands and the report
-says the window may not be minimal.
+not linearizable (its last completion is the first one no order explains, which every
+window holds), then every operation whose result is not needed for the contradiction
+relaxed to an unknown outcome (relaxing only removes constraints, so what remains is
+still a contradiction): first a window of that operation alone or with one partner
+(:func:`_small_window`, which the search's invariants refute at once), else shrinking
+in groups (:func:`_relax`); and for each order of the remaining operations where the
+kernel disagreed and in which fields. If the budget runs out while explaining, the
+verdict stands and the report says the window may not be minimal.
 
 A run the budget could not decide is *undecided*: the report names it, the window of
 operations not yet placed at the deepest point the search reached, and the limit
@@ -57,11 +59,11 @@ from ._report import (
     OrderTried,
     Undecided,
     Violation,
+    disagreement,
     json_value,
-    summary,
 )
 from ._search import DEFAULT_BUDGET, Budget, BudgetExhausted, Meter, search
-from ._spec import Admitted, impossible, rule_of
+from ._spec import Admitted, impossible, pinned_usage, rule_of
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -87,8 +89,15 @@ _EXPLAIN_STATES: Final = 5_000
 #: is reported as it stands (``minimal`` False).
 _EXPLAIN_SHARE: Final = 0.1
 _EXPLAIN_MIN_SECONDS: Final = 0.5
-#: The configurations of the first, short search of a run (most runs need a few).
+#: The configurations of the first, short search of a run: a few per operation (a
+#: linearizable run is usually decided without backtracking), at most this many.
 _QUICK_STATES: Final = 2_000
+_QUICK_STATES_PER_OP: Final = 4
+#: The configurations of each search for a window of one or two operations: such a
+#: window is refuted at once or not shown (then the window is shrunk in groups).
+_SMALL_WINDOW_STATES: Final = 200
+#: The most pairs tried for a window of two operations.
+_MAX_PAIRS: Final = 64
 
 
 def is_linearizable(ops: Sequence[HistoryOp], budget: Budget = DEFAULT_BUDGET) -> bool:
@@ -157,10 +166,64 @@ def _prefix(ops: Sequence[HistoryOp], cutoff: int) -> list[HistoryOp]:
 
 def _fails(ops: Sequence[HistoryOp], meter: Meter, optional: frozenset[int] = frozenset()) -> bool:
     """True if ``ops`` are certainly not linearizable; False if they are or the budget cannot tell."""
+    return _verdict(ops, meter, optional) is True
+
+
+def _verdict(ops: Sequence[HistoryOp], meter: Meter, optional: frozenset[int]) -> bool | None:
+    """True if ``ops`` are not linearizable, False if they are, None if ``meter`` cannot tell."""
     try:
         return not search(ops, meter, optional=optional)
     except BudgetExhausted:
-        return False
+        return None
+
+
+def _pair_order(prefix: Sequence[HistoryOp], first: int, candidates: Sequence[int]) -> list[int]:
+    """The candidates in the order a partner of ``prefix[first]`` is looked for.
+
+    Those most likely to contradict it alone first: the same key (one record cannot
+    take both), then answers that pin the run's usage as it does (two answers claiming
+    one state), then the rest, latest completion first.
+    """
+    key = _key_of(prefix[first])
+    pinned = pinned_usage(prefix[first]) is not None
+
+    def rank(i: int) -> tuple[int, int]:
+        op = prefix[i]
+        if key is not None and _key_of(op) == key:
+            return (0, -(op.complete_line or 0))
+        if pinned and pinned_usage(op) is not None:
+            return (1, -(op.complete_line or 0))
+        return (2, -(op.complete_line or 0))
+
+    return sorted(candidates, key=rank)
+
+
+def _small_window(
+    prefix: Sequence[HistoryOp], first: int, candidates: Sequence[int], meter: Meter
+) -> tuple[set[int], bool] | None:
+    """A window of ``first`` alone or with one partner: (the operations relaxed, minimal); None if none shown.
+
+    ``first`` is in every window (without its result the prefix is the previous,
+    linearizable one), so ``first`` alone, then ``first`` with each partner
+    (:func:`_pair_order`, at most :data:`_MAX_PAIRS`), each searched with every other
+    result relaxed within :data:`_SMALL_WINDOW_STATES` configurations. Such windows are
+    refuted at once by the kernel's invariants (a key's record, the run's usage) or not
+    shown. A pair is minimal when ``first`` alone was shown linearizable.
+    """
+    everything = frozenset(candidates)
+    alone = _verdict(prefix, meter.child(_SMALL_WINDOW_STATES), everything)
+    if alone:
+        return set(everything), True
+    # At most half the time left, so that shrinking in groups keeps the other half.
+    halfway = time.process_time() + max(0.0, meter.deadline - time.process_time()) / 2
+    for partner in _pair_order(prefix, first, candidates)[:_MAX_PAIRS]:
+        pair_meter = meter.child(_SMALL_WINDOW_STATES)
+        pair_meter.deadline = min(pair_meter.deadline, halfway)
+        if pair_meter.out_of_time():
+            return None
+        if _verdict(prefix, pair_meter, everything - {partner}):
+            return set(everything - {partner}), alone is False
+    return None
 
 
 def _impossible_violation(run_id: str, ops: Sequence[HistoryOp], key: str | None) -> Violation | None:
@@ -170,10 +233,7 @@ def _impossible_violation(run_id: str, ops: Sequence[HistoryOp], key: str | None
         expected = impossible(op)
         if expected is None:
             continue
-        reason = (
-            f"op {op.op_id} {op.name}: in the only state its answer allows, the kernel returns "
-            f"{summary(expected)}, observed {summary(op.result)}"
-        )
+        reason = f"op {op.op_id} {op.name}: in the only state its answer allows, {disagreement(op, expected)}"
         tried = OrderTried(
             op_ids=(op.op_id,), failed_op=op.op_id, expected=json_value(expected), reason=reason
         )
@@ -217,8 +277,13 @@ def _explain(run_id: str, ops: Sequence[HistoryOp], budget_meter: Meter, key: st
     first = next(i for i, op in enumerate(prefix) if op.complete_line == cutoff)
     candidates = [i for i, op in enumerate(prefix) if op.outcome is Outcome.OK and i != first]
     candidates.sort(key=lambda i: -(prefix[i].complete_line or 0))
-    optional, relaxed_all = _relax(prefix, candidates, meter)
-    minimal = minimal and relaxed_all
+    small = _small_window(prefix, first, candidates, meter)
+    if small is not None:
+        optional, small_minimal = small
+        minimal = minimal and small_minimal
+    else:
+        optional, relaxed_all = _relax(prefix, candidates, meter)
+        minimal = minimal and relaxed_all
     frozen_optional = frozenset(optional)
     window = [i for i, op in enumerate(prefix) if op.outcome is Outcome.OK and i not in optional]
     orders: list[OrderTried] = []
@@ -241,7 +306,7 @@ def _explain(run_id: str, ops: Sequence[HistoryOp], budget_meter: Meter, key: st
         orders=tuple(orders),
         orders_total=math.factorial(len(window)),
         requirement=REQUIREMENT,
-        rule=rules[0] if rules else REQUIREMENT,
+        rule=rules[0] if rules else rule_of(prefix[first], None),
         key=key,
         minimal=minimal,
         orders_tried=tried_count,
@@ -290,9 +355,9 @@ def _try_order(
             return _Tried(OrderTried(op_ids=ids, failed_op=None, expected=None, reason=reason), None, None)
     deepest: dict[str, Any] = {"pos": (-1, -1)}
 
-    def reject(pos: tuple[int, int], i: int, expected: Any) -> None:
+    def reject(pos: tuple[int, int], i: int, expected: Any, why: str) -> None:
         if pos > deepest["pos"]:  # the furthest into the order, then with the most placed
-            deepest.update(pos=pos, op=i, expected=expected)
+            deepest.update(pos=pos, op=i, expected=expected, why=why)
 
     with contextlib.suppress(BudgetExhausted):  # the deepest rejection seen is still the kernel's word
         search(prefix, meter, optional=optional, order=permutation, on_reject=reject)
@@ -301,7 +366,8 @@ def _try_order(
         return _Tried(OrderTried(op_ids=ids, failed_op=None, expected=None, reason=reason), None, None)
     op = prefix[deepest["op"]]
     expected = deepest["expected"]
-    reason = f"op {op.op_id} {op.name}: the kernel returns {summary(expected)}, observed {summary(op.result)}"
+    why = deepest["why"]
+    reason = f"op {op.op_id} {op.name}: {disagreement(op, expected)}" + (f" ({why})" if why else "")
     public = OrderTried(op_ids=ids, failed_op=op.op_id, expected=json_value(expected), reason=reason)
     return _Tried(public, op.op_id, expected)
 
@@ -328,8 +394,9 @@ def _check_run(run_id: str, ops: Sequence[HistoryOp], meter: Meter) -> Violation
     then, if it did not find the run linearizable, the keys one by one (a refuting key
     gives a small window); then the whole run within the budget.
     """
+    quick_states = min(_QUICK_STATES, _QUICK_STATES_PER_OP * len(ops) + _QUICK_STATES_PER_OP)
     try:
-        quick: bool | None = search(ops, meter.child(_QUICK_STATES))
+        quick: bool | None = search(ops, meter.child(quick_states))
     except BudgetExhausted:
         quick = None
     if quick:

@@ -6,15 +6,27 @@ statuses, sequence numbers and tokens, never request or response text.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Final
 
+import attrs
 from attrs import frozen
 
 from ..codec import unstructure
-from ..kernel import Admission, CanonicalRecord, ErrorCode, RunState
+from ..kernel import Admission, CanonicalRecord, ErrorCode, RunState, text_bytes
 from ._format import HistoryOp
 
-__all__ = ["REQUIREMENT", "HistoryReport", "OrderTried", "Undecided", "Violation", "json_value", "summary"]
+__all__ = [
+    "REQUIREMENT",
+    "HistoryReport",
+    "OrderTried",
+    "Undecided",
+    "Violation",
+    "difference",
+    "disagreement",
+    "json_value",
+    "summary",
+]
 
 #: The requirement a non-linearizable history violates.
 REQUIREMENT: Final = "CIS-HIST-2"
@@ -67,8 +79,9 @@ class Violation:
         """The human-readable report (payload-free: ids, codes, statuses and lines)."""
         first = self.first_unexplained
         scope = f" in run {self.run_id}" + (f", key {self.key}" if self.key is not None else "")
+        rules = self.requirement if self.rule == self.requirement else f"{self.requirement}, {self.rule}"
         out = [
-            f"check-history: not linearizable [{self.requirement}, {self.rule}]{scope}",
+            f"check-history: not linearizable [{rules}]{scope}",
             f"  first completion no order explains: {first.describe()} (line {first.complete_line})",
             f"  window ({len(self.window)} operations whose observed results contradict the kernel"
             + ("" if self.minimal else "; the budget ran out before it was shrunk further")
@@ -240,3 +253,82 @@ def json_value(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
     return unstructure(value) if value is not None else None
+
+
+#: Record fields holding payload text: a difference in them is shown by size and hash only.
+_PAYLOAD_FIELDS: Final = frozenset({"tool_name", "request_json", "raw_response", "agent_result", "scope"})
+
+
+def _text_facts(value: str | None) -> str:
+    return "absent" if value is None else f"{text_bytes(value)} bytes"
+
+
+def _payload_difference(name: str, expected: str | None, observed: str | None) -> str:
+    """``name (12 vs 14 bytes)``, or with equal sizes a short SHA-256 of each (never the text)."""
+    facts = f"{_text_facts(expected)} vs {_text_facts(observed)}"
+    if expected is not None and observed is not None and text_bytes(expected) == text_bytes(observed):
+        digests = [
+            hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+            for text in (expected, observed)
+        ]
+        facts += f", sha256 {digests[0]} vs {digests[1]}"
+    return f"{name} ({facts})"
+
+
+def _plain(value: Any) -> str:
+    """An id, token, status, code, counter or time as the history format writes it (``null`` for None)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(json_value(value))
+
+
+def _field_differences(prefix: str, expected: Any, observed: Any) -> list[str]:
+    parts = []
+    for field in attrs.fields(type(expected)):
+        want, seen = getattr(expected, field.name), getattr(observed, field.name)
+        if want == seen:
+            continue
+        name = prefix + field.name
+        if field.name in _PAYLOAD_FIELDS:
+            parts.append(_payload_difference(name, want, seen))
+        else:
+            parts.append(f"{name} ({_plain(want)} vs {_plain(seen)})")
+    return parts
+
+
+def difference(expected: Any, observed: Any) -> str:
+    """The fields in which two store results of one kind differ, payload-free; "" when there are none.
+
+    Records, runs and admissions are compared field by field: ids, tokens, statuses,
+    codes, counters and times are shown as ``name (expected vs observed)``; payload
+    text (tool name, request, raw response, agent result, scope) only by its UTF-8
+    size and, when the sizes agree, a short SHA-256 of each. Reads of several records
+    name the ids whose records differ.
+    """
+    if type(expected) is not type(observed) or expected == observed:
+        return ""
+    parts: list[str] = []
+    if isinstance(expected, Admission):
+        if expected.replayed != observed.replayed:
+            parts.append(f"replayed ({_plain(expected.replayed)} vs {_plain(observed.replayed)})")
+        parts += _field_differences("record.", expected.record, observed.record)
+        parts += _field_differences("run.", expected.run, observed.run)
+    elif isinstance(expected, CanonicalRecord | RunState):
+        parts = _field_differences("", expected, observed)
+    elif isinstance(expected, dict):
+        for tcid in sorted(set(expected) | set(observed)):
+            inner = difference(expected.get(tcid), observed.get(tcid))
+            if inner:
+                parts.append(f"{tcid}: {inner}")
+            elif expected.get(tcid) != observed.get(tcid):
+                parts.append(f"{tcid} ({summary(expected.get(tcid))} vs {summary(observed.get(tcid))})")
+    return ", ".join(parts)
+
+
+def disagreement(op: HistoryOp, expected: Any) -> str:
+    """``the kernel returns X, observed Y`` for ``op``, naming the fields that differ (payload-free)."""
+    text = f"the kernel returns {summary(expected)}, observed {summary(op.result)}"
+    differing = difference(expected, op.result)
+    return f"{text}; they differ in {differing}" if differing else text

@@ -11,7 +11,7 @@ operation not yet placed means backtracking. A configuration (the operations pla
 the specification's state) already explored is never explored again (Lowe 2017, as
 Porcupine runs it).
 
-Five refinements keep the hard cases cheap, each sound:
+Seven refinements keep the hard cases cheap, each sound:
 
 - *Unobserved state is not kept.* The run's completed and admitted id lists are read
   only by ``completed`` and ``calls``; when no such read has a known result, they are
@@ -33,6 +33,16 @@ Five refinements keep the hard cases cheap, each sound:
   order explains it.
 - *Known results first.* Operations of unknown outcome are placed only where they
   change the state, and after the known ones had their turn.
+- *Run usage only grows* (:class:`._invariants.UsageBounds`, where a create or completion has an
+  unknown outcome). Each operation adds exactly its :func:`._spec.growth` to the
+  run's usage or nothing, and only an open on a lapsed run starts it again; an answer
+  pinning the usage before it (:func:`._spec.pinned_usage`) is refuted before the
+  search when no subset of the growths of what was invoked before it returned gives
+  it, or when it and another fit in neither order, and during the search once the
+  usage passed it or cannot reach it with what is left.
+- *A record stays until it expires* (:class:`._invariants.KeyClaims`). A fresh admission needs
+  its key empty: two whose records each outlive the other's time fit in no order,
+  and one not yet placed is refuted once a record live at its time is under its key.
 
 Every search runs under a :class:`Meter`: at most ``max_states`` configurations held
 (the memory bound) and a CPU-time deadline shared by everything one check does. On
@@ -49,12 +59,28 @@ from typing import Any, Final
 from attrs import field, frozen
 
 from ._format import HistoryOp, Outcome
-from ._spec import EMPTY, RunModel, apply, earlier_attempts, impossible, reads_of, writes_of
+from ._invariants import KeyClaims, UsageBounds
+from ._spec import (
+    EMPTY,
+    NO_USAGE,
+    RunModel,
+    after_witness,
+    answer_at,
+    apply,
+    earlier_attempts,
+    impossible,
+    reads_of,
+    writes_of,
+)
 
 __all__ = ["DEFAULT_BUDGET", "Budget", "BudgetExhausted", "Meter", "search"]
 
-Reject = Callable[[tuple[int, int], int, Any], None]
+#: ``on_reject((position, depth), op, expected, why)``: ``why`` is "" when the kernel
+#: answered ``expected`` in the state reached, else what rules the answer out there.
+Reject = Callable[[tuple[int, int], int, Any, str], None]
 _READS: Final = frozenset({"get", "get_many", "get_run", "completed", "calls"})
+#: The operations that may add to a run's usage (:func:`._spec.growth`).
+_GROWING: Final = frozenset({"create", "complete"})
 #: How many loop turns between two looks at the CPU clock.
 _CLOCK_EVERY: Final = 256
 
@@ -226,6 +252,14 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     for i, read_keys in enumerate(reads):
         for key in read_keys or ():
             readers.setdefault(key, []).append(i)
+    # The usage invariants prune what operations of unknown outcome leave open; where
+    # every create and completion has a known result, each placement is checked
+    # directly and they are not needed.
+    unknown_writes = any(not checked[i] and ops[i].name in _GROWING for i in in_events)
+    usage = UsageBounds(ops, in_events, checked) if unknown_writes else None
+    claims = KeyClaims(ops, checked) if unknown_writes else None
+    if claims is not None and not claims.by_key:
+        claims = None
 
     # Append-only lists: a known non-empty answer of ``completed`` (done, slot 2) or
     # ``calls`` (slot 3) not yet placed must extend the current list, unless a run open
@@ -237,10 +271,10 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     ]
     opens = sum(1 for i in in_events if ops[i].name == "open_run")
 
-    def rejected(i: int, expected: Any, placed_more: int) -> None:
+    def rejected(i: int, expected: Any, placed_more: int, why: str = "") -> None:
         """Tell ``on_reject`` that op ``i`` is refused ``expected``, just past the current placement."""
         if on_reject is not None:
-            on_reject((position + placed_more, depth + placed_more), i, expected)
+            on_reject((position + placed_more, depth + placed_more), i, expected, why)
 
     def grown_past(state: RunModel, placed_now: int) -> bool:
         """True if an unplaced list read's answer no longer extends the current list."""
@@ -268,6 +302,32 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
                         rejected(r, answer, 1 if placed_now else 0)
                         return True
         return False
+
+    def usage_dead(i: int, after: RunModel, placed_now: int) -> bool:
+        """True if, with op ``i`` placed giving ``after``, the run's usage rules out a pinned answer."""
+        assert usage is not None
+        if usage.grow[i] == NO_USAGE and after[0] is state[0]:
+            return False  # neither the usage nor what is left to add changed
+        found = usage.dead(after, placed_now)
+        if found is None:
+            return False
+        if on_reject is not None:
+            answer = answer_at(ops[found[0]], found[1])
+            if answer is not None:
+                rejected(found[0], answer, 1, found[2])
+        return True
+
+    def claim_dead(i: int, after: RunModel, placed_now: int) -> bool:
+        """True if the record create ``i`` left rules out a fresh admission of its key not yet placed."""
+        assert claims is not None
+        if after[1] is state[1]:
+            return False  # it wrote nothing
+        found = claims.dead(after, ops[i].args[0].tool_call_id, placed_now)
+        if found is None:
+            return False
+        if on_reject is not None:
+            rejected(found, step(after, ops[found])[0], 1, "a record stays under its key until it expires")
+        return True
 
     deepest = _Deepest()
     placed = 0
@@ -300,6 +360,27 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
     witnessed: set[int] = set()  # creates whose answer was tried against its witness state
     if dead(state, list(readers), 0):
         return False
+    if claims is not None:
+        pair = claims.refuted_at_start(rank)
+        if pair is not None:
+            earlier, later = pair
+            witness = after_witness(ops[earlier])
+            if on_reject is not None and witness is not None:
+                why = (
+                    f"op {ops[earlier].op_id} left a record under its key, live until "
+                    f"{ops[earlier].result.record.expires_at_ms}, and a record stays until it expires"
+                )
+                where = (rank.get(later, 1), rank.get(later, 1))
+                on_reject(where, later, step(witness, ops[later])[0], why)
+            return False
+    if usage is not None and usage.pins:
+        refuted = usage.refuted_at_start(rank)
+        if refuted is not None:
+            x, nearest, where, why = refuted
+            answer = answer_at(ops[x], nearest) if on_reject is not None else None
+            if on_reject is not None and answer is not None:
+                on_reject(where, x, answer, why)
+            return False
     start = candidates(0)
     if start is None:
         return True
@@ -322,6 +403,8 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
                     pending[key] += 1
                 if ops[i].name == "open_run":
                     opens += 1
+                if usage is not None:
+                    usage.give(i)
                 if i in rank:
                     position -= 1
                 if match[placed_entry] != -1:
@@ -336,7 +419,7 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
         if checked[i]:
             if result != op.result:
                 if on_reject is not None:
-                    on_reject((position, depth), i, result)
+                    on_reject((position, depth), i, result, "")
                 if op.name == "create" and i not in witnessed:
                     witnessed.add(i)
                     answer = impossible(op)
@@ -353,13 +436,20 @@ def search(  # noqa: PLR0915 - one loop over a linked list; splitting it costs a
             opens -= 1
         for key in writes[i]:
             pending[key] -= 1
-        if (writes[i] and dead(after, writes[i], placed | (1 << i))) or (
-            lists and grown_past(after, placed | (1 << i))
+        if usage is not None:
+            usage.take(i)
+        if (
+            (writes[i] and dead(after, writes[i], placed | (1 << i)))
+            or (lists and grown_past(after, placed | (1 << i)))
+            or (usage is not None and usage.pins and usage_dead(i, after, placed | (1 << i)))
+            or (claims is not None and op.name == "create" and claim_dead(i, after, placed | (1 << i)))
         ):
             for key in writes[i]:
                 pending[key] += 1
             if op.name == "open_run":
                 opens += 1
+            if usage is not None:
+                usage.give(i)
             continue
         cache.add(key_after)
         meter.count()

@@ -35,6 +35,7 @@ from ..kernel import (
     admit,
     cancel_run,
     close_run,
+    completion_charge,
     decide_completion,
     duplicate_code,
     live,
@@ -46,13 +47,22 @@ from ._format import HistoryOp, Outcome
 
 __all__ = [
     "EMPTY",
+    "NO_USAGE",
     "Admitted",
     "RunModel",
+    "Usage",
+    "after_witness",
+    "answer_at",
     "apply",
     "earlier_attempts",
+    "fresh_claim",
+    "growth",
     "impossible",
+    "observed_run",
+    "pinned_usage",
     "reads_of",
     "rule_of",
+    "usage_of",
     "writes_of",
 ]
 
@@ -226,21 +236,40 @@ _CREATE_RULES: Final = {
 }
 
 
+def _usage_rule(expected: Any, observed: Any) -> str | None:
+    """CIS-RUN-5 or CIS-RUN-6 when two runs (or admissions) differ in their calls or bytes used, else None."""
+    if isinstance(expected, Admission) and isinstance(observed, Admission):
+        expected, observed = expected.run, observed.run
+    if not (isinstance(expected, RunState) and isinstance(observed, RunState)):
+        return None
+    if expected.tool_calls_used != observed.tool_calls_used:
+        return "CIS-RUN-5"
+    if expected.bytes_used != observed.bytes_used:
+        return "CIS-RUN-6"
+    return None
+
+
 def rule_of(op: HistoryOp, expected: Any) -> str:
-    """The requirement whose rule decided ``expected`` for ``op`` (for failure reports)."""
+    """The requirement whose rule decided ``expected`` for ``op`` (for failure reports).
+
+    ``expected`` None (no order was tried) names the rule of ``op``'s own kind.
+    """
     name = op.name
+    usage = _usage_rule(expected, op.result)
     if name == "create":
         if isinstance(expected, ErrorCode):
             return _CREATE_RULES.get(expected, "CIS-PRE-8")
         if isinstance(op.result, ErrorCode):
             return _CREATE_RULES.get(op.result, "CIS-PRE-8")
-        if isinstance(op.result, Admission) and op.result.replayed != expected.replayed:
-            return "CIS-RETRY-2"
+        if isinstance(expected, Admission) and isinstance(op.result, Admission):
+            if op.result.replayed != expected.replayed:
+                return "CIS-RETRY-2"
+            return usage or "CIS-PRE-8"
         return "CIS-PRE-8"
     if name == "complete":
         return "CIS-STORE-3"
     if name in ("open_run", "cancel_run", "close_run", "get_run"):
-        return "CIS-RUN-2" if name != "open_run" else "CIS-RUN-1"
+        return usage or ("CIS-RUN-2" if name != "open_run" else "CIS-RUN-1")
     if name in ("completed", "calls"):
         return "CIS-PROG-1"
     return "CIS-STORE-1"
@@ -282,34 +311,164 @@ def reads_of(op: HistoryOp) -> tuple[str, ...] | None:
     return None
 
 
+class Usage(NamedTuple):
+    """A run's usage counters: ``calls`` (``tool_calls_used``) and ``bytes`` (``bytes_used``, UTF-8 bytes)."""
+
+    calls: int
+    bytes: int
+
+
+#: The usage of a fresh run, and of a run nobody opened.
+NO_USAGE: Final = Usage(0, 0)
+
+
+def usage_of(state: RunModel) -> Usage:
+    """The usage counters of the run ``state`` holds (live or lapsed); :data:`NO_USAGE` when none."""
+    run = state[0]
+    return NO_USAGE if run is None else Usage(run.tool_calls_used, run.bytes_used)
+
+
+def growth(op: HistoryOp) -> Usage:
+    """What ``op`` adds to its run's usage when it takes effect: exactly this or nothing (CIS-RUN-5, -6).
+
+    The kernel's counting: a create it admits adds one call and the request's UTF-8
+    bytes (``admit``; refused or replayed, nothing); a completion it writes while the
+    run is live adds ``completion_charge(before, after)`` (``decide_completion``;
+    otherwise nothing); no other operation adds anything. Usage never shrinks, except
+    that an ``open_run`` answered with a fresh run starts it again from
+    :data:`NO_USAGE` (CIS-RUN-1). ``_search`` prunes with these invariants.
+    """
+    name = op.name
+    if name == "create" and not isinstance(op.args, Admitted):
+        size = utf8_len(op.args[0].request_json)
+        return NO_USAGE if size is None else Usage(1, size)
+    if name == "complete":
+        before, after = op.args
+        return Usage(0, completion_charge(before, after))
+    return NO_USAGE
+
+
+def pinned_usage(op: HistoryOp) -> tuple[Usage, Usage] | None:
+    """The run usage just before and just after ``op`` that its observed answer fixes, or None.
+
+    A create answered with a fresh admission: the answer's run less :func:`growth`,
+    then the answer's run; answered as a replay, or a ``get_run``, ``cancel_run`` or
+    ``close_run`` answered with a run: that run's usage, before and after (they
+    change no counter). Anything else (refusals, completions, reads of records, an
+    ``open_run``, which may start a fresh run) fixes nothing.
+    """
+    result = op.result
+    if op.outcome is not Outcome.OK:
+        return None
+    if op.name == "create" and isinstance(result, Admission) and not isinstance(op.args, Admitted):
+        after = Usage(result.run.tool_calls_used, result.run.bytes_used)
+        if result.replayed:
+            return after, after
+        added = growth(op)
+        return Usage(after.calls - added.calls, after.bytes - added.bytes), after
+    if op.name in ("get_run", "cancel_run", "close_run") and isinstance(result, RunState):
+        usage = Usage(result.tool_calls_used, result.bytes_used)
+        return usage, usage
+    return None
+
+
+def fresh_claim(op: HistoryOp) -> CanonicalRecord | None:
+    """The record a create answered with a fresh admission wrote, or None (CIS-ID-5).
+
+    Such an answer needs its key to hold no live record where it takes effect; the
+    record it wrote stays there until ``expires_at_ms`` (no operation removes a record:
+    a completion or a sweep rewrites it in place). So two fresh admissions of one key
+    fit one order only if the first's record lapsed by the second's ``now_ms``.
+    """
+    result = op.result
+    if (
+        op.name == "create"
+        and op.outcome is Outcome.OK
+        and isinstance(result, Admission)
+        and not result.replayed
+        and not isinstance(op.args, Admitted)
+    ):
+        return result.record
+    return None
+
+
+def after_witness(op: HistoryOp) -> RunModel | None:
+    """The state just after a create answered with an admission: its run and record; None otherwise."""
+    result = op.result
+    if op.name != "create" or not isinstance(result, Admission) or isinstance(op.args, Admitted):
+        return None
+    return (result.run, ((result.record.tool_call_id, result.record),), (), ())
+
+
+def observed_run(op: HistoryOp) -> RunState | None:
+    """The run a pinned answer (:func:`pinned_usage`) shows, or None.
+
+    Until it lapses no ``open_run`` can start a fresh run (CIS-RUN-1: an open on a live
+    run answers it or INVALID_TRANSITION), so the usage only grows.
+    """
+    result = op.result
+    if isinstance(result, Admission):
+        return result.run
+    if isinstance(result, RunState):
+        return result
+    return None
+
+
+def _witness(op: HistoryOp, usage: Usage | None) -> RunModel | None:
+    """The state before ``op`` that its observed answer allows, its run's usage set to ``usage`` if given.
+
+    For a create answered with an admission the answer determines that state (the
+    kernel's invariants: a fresh admission adds :func:`growth` to the run and writes
+    the record; a replay answers the stored run and record as they are); for a run
+    operation answered with a run, the run it shows. None for anything else.
+    """
+    result = op.result
+    run: RunState
+    records: tuple[tuple[str, CanonicalRecord], ...] = ()
+    if op.name == "create" and isinstance(result, Admission) and not isinstance(op.args, Admitted):
+        request = op.args[0]
+        if result.replayed:
+            run, records = result.run, ((request.tool_call_id, result.record),)
+        else:
+            pinned = pinned_usage(op)
+            assert pinned is not None
+            usage = usage or pinned[0]
+            run = result.run
+    elif op.name in ("get_run", "cancel_run", "close_run") and isinstance(result, RunState):
+        run = result
+    else:
+        return None
+    if usage is not None:
+        run = evolve(run, tool_calls_used=usage.calls, bytes_used=usage.bytes)
+    return (run, records, (), ())
+
+
+def answer_at(op: HistoryOp, usage: Usage | None = None) -> Any:
+    """The kernel's answer to ``op`` in its witness state (:func:`_witness`) with the run's usage ``usage``.
+
+    None when ``op`` has no witness state or the witness is outside the kernel's
+    domain. ``_search`` reports it when usage alone rules an answer out: what the
+    kernel answers at the nearest usage the run can hold there.
+    """
+    witness = _witness(op, usage)
+    if witness is None:
+        return None
+    try:
+        answer, _after = apply(witness, op)
+    except (ValueError, TypeError):  # the witness is outside the kernel's domain: no answer
+        return None
+    return answer
+
+
 def impossible(op: HistoryOp) -> Any:
     """The kernel's answer that proves ``op``'s observed result is given in no state, or None.
 
     For a create answered with an admission, the state before it is determined by the
-    answer (the kernel's invariants: a fresh admission adds one call and the request's
-    bytes to the run and writes the record; a replay answers the stored run and
-    record as they are), so one witness state decides: if the kernel answers otherwise
-    there, it answers otherwise everywhere. Anything else, or a witness outside the
-    kernel's domain, gives None (not proven impossible).
+    answer (:func:`_witness`), so one witness state decides: if the kernel answers
+    otherwise there, it answers otherwise everywhere. Anything else, or a witness
+    outside the kernel's domain, gives None (not proven impossible).
     """
-    result = op.result
-    if op.name != "create" or op.outcome is not Outcome.OK or not isinstance(result, Admission):
+    if op.name != "create" or op.outcome is not Outcome.OK or not isinstance(op.result, Admission):
         return None
-    if isinstance(op.args, Admitted):
-        return None
-    request = op.args[0]
-    if result.replayed:
-        witness: RunModel = (result.run, ((request.tool_call_id, result.record),), (), ())
-    else:
-        size = utf8_len(request.request_json) or 0
-        run = evolve(
-            result.run,
-            tool_calls_used=result.run.tool_calls_used - 1,
-            bytes_used=result.run.bytes_used - size,
-        )
-        witness = (run, (), (), ())
-    try:
-        answer, _after = apply(witness, op)
-    except (ValueError, TypeError):  # the witness is outside the kernel's domain: no proof
-        return None
-    return answer if answer != result else None
+    answer = answer_at(op)
+    return answer if answer is not None and answer != op.result else None

@@ -43,6 +43,7 @@ from ._report import (
     _Mismatch,
     _mismatch,
     _size,
+    misread_sizes,
 )
 from ._state import (
     _ENDED,
@@ -187,6 +188,7 @@ class CallLines(RecordChecks):
                 book = self.books.get(context_run_id)
                 if book is not None:
                     book.projecting[tool_call_id] = None
+                    book.charge(misread_sizes(envelope.arguments))
                 call.admitted = True
                 call.stage = _EXECUTE
                 call.before = call.copy = admitted
@@ -352,7 +354,7 @@ class CallLines(RecordChecks):
             call.record_requirement = "CIS-LIFE-3" if terminal else "CIS-STORE-3"
             return
         if effect.action is CompareAndSet.WRITE:
-            self._apply(effect)
+            self._apply(effect, before)
         call.expected = outcome_view(after, call.echo)
 
     def _compare_step(self, obj: dict[str, Any], call: _Call, requirement: str) -> _Mismatch | None:

@@ -18,10 +18,12 @@ from ..kernel import (
     remaining_ms,
 )
 from ._report import (
+    SIZE_MISREADINGS,
     _contains_raw,
     _Mismatch,
     _mismatch,
     _size,
+    misread_sizes,
 )
 from ._state import (
     OracleState,
@@ -85,12 +87,7 @@ def size_misreading(text: str | None, reported: object) -> str | None:
     if text is None or not isinstance(reported, int) or isinstance(reported, bool):
         return None
     size = _size(text)
-    readings = (
-        (len(text.encode("utf-16-le", "surrogatepass")) // 2, "UTF-16 code units"),
-        (len(text), "code points (characters)"),
-        (len(text.encode("utf-8", "replace")), "bytes with one replacement byte per lone surrogate"),
-    )
-    for count, unit in readings:
+    for count, (unit, _count) in zip(misread_sizes(text), SIZE_MISREADINGS, strict=True):
         if count == reported != size:
             return (
                 f"sizes are UTF-8 bytes: size = {size} UTF-8 bytes, but the implementation reported "

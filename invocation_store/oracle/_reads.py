@@ -154,7 +154,7 @@ class ReadLines(RecordChecks):
                 continue  # NOT_STALE
             effect = decide_completion(record, record, after, self._live_run(run_id), self.now)
             assert isinstance(effect, Completion)  # the record is live and is ``before``
-            self._apply(effect)
+            self._apply(effect, record)
             swept.append(record.tool_call_id)
         seen = obj["observed"]
         ids = seen.get("tool_call_ids")

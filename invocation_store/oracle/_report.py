@@ -20,6 +20,7 @@ __all__ = ["CODE_REQUIREMENTS", "CheckReport", "Divergence", "MalformedTraceErro
 
 from ..kernel import (
     CODE_REQUIREMENTS,
+    CanonicalRecord,
     utf8_len,
 )
 
@@ -148,6 +149,43 @@ def _contains_raw(value: Any, raw: str | None) -> bool:
     if isinstance(value, list):
         return any(_contains_raw(item, raw) for item in value)
     return False
+
+
+#: Other counts of a text an implementation may take for its size in UTF-8 bytes (CIS-SIZE-1):
+#: (the unit's name, the count). A JavaScript ``length`` or Java ``String.length()`` counts
+#: UTF-16 code units; Java's ``getBytes(UTF_8)`` writes one replacement byte per lone surrogate.
+SIZE_MISREADINGS: Final[tuple[tuple[str, Callable[[str], int]], ...]] = (
+    ("UTF-16 code units", lambda text: len(text.encode("utf-16-le", "surrogatepass")) // 2),
+    ("code points (characters)", len),
+    ("bytes with one replacement byte per lone surrogate", lambda text: len(text.encode("utf-8", "replace"))),
+)
+
+
+def misread_sizes(text: str | None) -> tuple[int, ...]:
+    """``text``'s count in each unit of :data:`SIZE_MISREADINGS` (0 each for None)."""
+    if text is None:
+        return (0,) * len(SIZE_MISREADINGS)
+    if str.isascii(text):
+        return (str.__len__(text),) * len(SIZE_MISREADINGS)
+    return tuple(count(text) for _unit, count in SIZE_MISREADINGS)
+
+
+def misread_charge(before: CanonicalRecord, after: CanonicalRecord) -> tuple[int, ...]:
+    """What a completion ``before -> after`` charges its run counted in each misreading unit.
+
+    The kernel's charge is ``max(0, record_bytes(after) - record_bytes(before))``, the
+    raw response, agent result and scope it stored (CIS-RUN-6); the same texts counted
+    in each unit of :data:`SIZE_MISREADINGS`.
+    """
+
+    def stored(record: CanonicalRecord) -> list[int]:
+        counts = [0] * len(SIZE_MISREADINGS)
+        for text in (record.raw_response, record.agent_result, record.scope):
+            for n, count in enumerate(misread_sizes(text)):
+                counts[n] += count
+        return counts
+
+    return tuple(max(0, a - b) for a, b in zip(stored(after), stored(before), strict=True))
 
 
 def _size(text: str | None) -> int | None:

@@ -15,6 +15,7 @@ from ..kernel import (
 )
 from ._model import TRACE_FORMAT, TRACE_VERSION, Header
 from ._report import (
+    SIZE_MISREADINGS,
     _Mismatch,
     _mismatch,
 )
@@ -81,6 +82,26 @@ class RunLines(OracleState):
             self.runs[run_id] = result
         return self._run_outcome(obj, run_id, result, "CIS-RUN-2")
 
+    def _bytes_used_misreading(self, run_id: str, expected: int, value: object) -> str | None:
+        """Why a run's ``bytes_used`` is ``value``, not ``expected``, when it is another count of its texts.
+
+        The run's bytes are the sizes of its admitted arguments and of what its
+        completions stored; an implementation counting them in UTF-16 code units (or
+        code points, or with replacement bytes) reports their sum in that unit, though
+        the trace may omit the record sizes that would show it (CIS-SIZE-1).
+        """
+        book = self.books.get(run_id)
+        if book is None or not isinstance(value, int) or isinstance(value, bool):
+            return None
+        for (unit, _count), other in zip(SIZE_MISREADINGS, book.misread, strict=True):
+            if value == other != expected:
+                return (
+                    f"sizes are UTF-8 bytes: bytes_used = {expected} UTF-8 bytes (the run's admitted "
+                    f"arguments and what its completions stored), but the implementation reported {value}, "
+                    f"the same texts' length in {unit}"
+                )
+        return None
+
     def _run_outcome(
         self, obj: dict[str, Any], run_id: str, result: RunState | ErrorCode, requirement: str
     ) -> _Mismatch | None:
@@ -106,6 +127,13 @@ class RunLines(OracleState):
             if value is None and name not in ("run_id", "status"):
                 continue
             if value != expected[name]:
+                misread = (
+                    self._bytes_used_misreading(run_id, expected[name], value)
+                    if name == "bytes_used"
+                    else None
+                )
+                if misread is not None:
+                    return _mismatch(f"observed.run.{name}", expected[name], value, "CIS-SIZE-1", misread)
                 field_requirement = {"tool_calls_used": "CIS-RUN-5", "bytes_used": "CIS-RUN-6"}.get(
                     name, requirement
                 )

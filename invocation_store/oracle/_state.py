@@ -28,7 +28,9 @@ from ..kernel import (
     live,
 )
 from ._report import (
+    SIZE_MISREADINGS,
     MalformedTraceError,
+    misread_charge,
 )
 
 _EXECUTOR_FAILURES: Final[dict[str, ErrorCode]] = {
@@ -87,13 +89,24 @@ class _Call:
 
 
 class _RunBook:
-    """What a store keeps per live run besides its state: completed ids, PROJECTING ids."""
+    """What a store keeps per live run besides its state: completed ids, PROJECTING ids.
 
-    __slots__ = ("done", "projecting")
+    And, for the size error's message (CIS-SIZE-1), ``misread``: the run's
+    ``bytes_used`` counted in each unit of :data:`._report.SIZE_MISREADINGS` (the same
+    admitted arguments and stored completions, other counts of their texts).
+    """
+
+    __slots__ = ("done", "misread", "projecting")
 
     def __init__(self) -> None:
         self.done: list[str] = []
         self.projecting: dict[str, None] = {}
+        self.misread: list[int] = [0] * len(SIZE_MISREADINGS)
+
+    def charge(self, counts: tuple[int, ...]) -> None:
+        """Add one admission's or completion's charge, counted in each misreading unit."""
+        for n, count in enumerate(counts):
+            self.misread[n] += count
 
 
 _OUTCOME_FIELDS: Final = frozenset(
@@ -173,13 +186,15 @@ class OracleState:
             self.last_ttl.pop(key, None)
             self.peak_records = max(self.peak_records, len(self.records))
 
-    def _apply(self, effect: Completion) -> None:
-        """Apply a WRITE completion's effects, as a store does (kernel ``decide_completion``)."""
+    def _apply(self, effect: Completion, before: CanonicalRecord) -> None:
+        """Apply a WRITE completion ``before -> effect.record`` as a store does (``decide_completion``)."""
         record = effect.record
         self._store(record, new=False)
+        book = self.books.get(record.run_id)
         if effect.run is not None:
             self.runs[record.run_id] = effect.run
-        book = self.books.get(record.run_id)
+            if book is not None:
+                book.charge(misread_charge(before, record))
         if book is not None and effect.append_done:
             book.done.append(record.tool_call_id)
         if book is not None and record.terminal:

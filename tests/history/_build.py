@@ -7,6 +7,7 @@ from typing import Any
 
 from invocation_store.history import (
     HistoryReport,
+    Violation,
     check_history_lines,
     encode_args,
     encode_result,
@@ -121,3 +122,21 @@ def with_raw(record: CanonicalRecord, raw: str = "raw", now_ms: int = T0) -> Can
     after = transition(record, RawReceived(raw_response=raw, now_ms=now_ms), LIMITS)
     assert isinstance(after, CanonicalRecord)
     return after
+
+
+#: The rules a window of a create race may name: two admissions of one key (CIS-ID-5), an
+#: admission in a state no order reaches (CIS-PRE-8), counters updated from a stale read
+#: (CIS-RUN-5, CIS-RUN-6); or, seen from one key, a read (CIS-STORE-1) or a completion
+#: (CIS-STORE-3) of a record the second admission replaced.
+RACE_RULES = frozenset({"CIS-ID-5", "CIS-PRE-8", "CIS-RUN-5", "CIS-RUN-6"})
+RACE_KEY_RULES = frozenset({"CIS-STORE-1", "CIS-STORE-3"})
+
+
+def assert_race_window(violation: Violation) -> None:
+    """The window of a planted create race shows the race: a create in it under one of
+    :data:`RACE_RULES`, or one key's read or completion of the record it replaced."""
+    if any(op.name == "create" for op in violation.window):
+        assert violation.rule in RACE_RULES | RACE_KEY_RULES, violation.rule
+    else:
+        assert violation.key is not None, violation.render()
+        assert violation.rule in RACE_KEY_RULES, violation.render()

@@ -7,6 +7,7 @@ up, and the computed quantities with their formula.
 
 from __future__ import annotations
 
+import json
 import re
 
 from invocation_store.oracle import Divergence
@@ -133,3 +134,37 @@ def test_a_size_in_utf16_units_is_the_size_rule_with_both_counts() -> None:
     assert "reported 11, the text's length in UTF-16 code units" in divergence.message
     lines[index]["observed"]["record"]["request_bytes"] = 15  # no other count of the text: the request rule
     assert _divergence(lines).requirement == "CIS-REC-2"
+
+
+def test_run_bytes_in_utf16_units_without_record_sizes_is_the_size_rule() -> None:
+    """CIS-SIZE-1, CIS-RUN-6: a kernel counting sizes in UTF-16 units whose trace omits the optional
+    ``request_bytes`` first shows it in the run's ``bytes_used``; the oracle recomputes the run's bytes
+    from the same admitted arguments and stored completions in other units, names CIS-SIZE-1 and gives
+    both counts. A count no unit explains stays the byte-budget rule."""
+    content = "Q3 revenue report \u2014 found"  # the em dash: 3 UTF-8 bytes, 1 UTF-16 unit
+    lines = json.loads(json.dumps(example()).replace("Q3 revenue report found", content))
+    index = find(lines, op("submit", call=1))
+    arguments = '{"q":"\U0001f600\u00e9"}'  # 14 UTF-8 bytes, 11 UTF-16 code units, 10 code points
+    lines[index]["envelope"]["arguments"] = arguments
+    assert "request_bytes" not in lines[index]["observed"]["record"]
+    close = find(lines, op("run_close"))
+    run = lines[close]["observed"]["run"]
+
+    def units(text: str) -> int:
+        return len(text.encode("utf-16-le")) // 2
+
+    utf8 = 135  # the arguments of calls 1 and 3, call 1's raw response, content and scope
+    assert (
+        utf8 - (len(arguments.encode()) - units(arguments)) - (len(content.encode()) - units(content)) == 130
+    )
+    run["bytes_used"] = 130
+    divergence = _divergence(lines)
+    assert (divergence.line, divergence.requirement) == (close + 1, "CIS-SIZE-1")
+    assert (divergence.expected, divergence.observed) == (utf8, 130)
+    assert "bytes_used = 135 UTF-8 bytes" in divergence.message
+    assert "reported 130, the same texts' length in UTF-16 code units" in divergence.message
+    run["bytes_used"] = 129  # code points: 4 fewer for the arguments, 2 for the content
+    assert "length in code points" in _divergence(lines).message
+    run["bytes_used"] = 134
+    divergence = _divergence(lines)
+    assert (divergence.requirement, divergence.message) == ("CIS-RUN-6", "the run's bytes_used differs")

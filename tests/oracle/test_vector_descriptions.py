@@ -21,13 +21,31 @@ VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 TOP = 2**53 - 1
 
 
+def _file_vectors(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The vectors of one file: ``vectors``, ``rows[].vectors`` and ``codes[].vector`` (error_codes.json)."""
+    found: list[dict[str, Any]] = list(document.get("vectors", []))
+    found += [vector for row in document.get("rows", []) for vector in row["vectors"]]
+    found += [code["vector"] for code in document.get("codes", []) if code.get("vector") is not None]
+    return found
+
+
 def _vectors() -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for path in sorted(VECTORS.glob("*.json")):
-        document = json.loads(path.read_text(encoding="utf-8"))
-        found += document.get("vectors", [])
-        found += [vector for row in document.get("rows", []) for vector in row["vectors"]]
+        found += _file_vectors(json.loads(path.read_text(encoding="utf-8")))
     return found
+
+
+def _every_vector_object(value: Any) -> Iterator[dict[str, Any]]:
+    """Every object in a document that is a vector (it has an ``id``, a ``kind`` and a ``description``)."""
+    if isinstance(value, dict):
+        if {"id", "kind", "description"} <= value.keys():
+            yield value
+        for inner in value.values():
+            yield from _every_vector_object(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _every_vector_object(inner)
 
 
 def _size(text: str) -> int:
@@ -251,3 +269,15 @@ def test_a_contradicting_description_is_found() -> None:
     assert list(_now_statements(expired)) == [True]
     expired["now_ms"] -= 1
     assert list(_now_statements(expired)) == [False]
+
+
+def test_every_vector_of_every_file_is_checked() -> None:
+    """CIS-SPEC-3: the checks read every vector wherever its file keeps it, those of
+    ``error_codes.json`` (one per code, under ``codes[].vector``) included."""
+    for path in sorted(VECTORS.glob("*.json")):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        held = [vector["id"] for vector in _every_vector_object(document)]
+        assert held, f"{path.name} holds no vector"
+        assert [vector["id"] for vector in _file_vectors(document)] == held, path.name
+    codes = json.loads((VECTORS / "error_codes.json").read_text(encoding="utf-8"))["codes"]
+    assert len([code for code in codes if code.get("vector")]) >= 20

@@ -187,3 +187,46 @@ def test_every_kernel_module_with_decisions_is_mutated(mutants_module: Any) -> N
     assert modules == listed
     assert not set(mutants_module.MODULES) & set(mutants_module.NO_DECISIONS)
     assert all(reason.strip() for reason in mutants_module.NO_DECISIONS.values())
+
+
+#: Readings an audit found held by vectors with no rival to show the vectors decide them
+#: (issue 22), each with a vector that must fail under it.
+AUDITED_READINGS: dict[str, str] = {
+    "a minus sign alone is a number (read as -0)": "ijson/numbers/bare-minus",
+    "Begin judges the tool_call_id before the phase": "limits/begin-order/phase-before-id",
+    "tool names are compared after trimming whitespace": "authorization/name-padded",
+    "the request is stored re-serialized (JSON.stringify(JSON.parse(text)) in a binary64 reader)": (
+        "arguments/binary64/two-to-53-plus-1"
+    ),
+    "the request is stored with its integers as a binary64 reader holds them (2^53 + 1 as 2^53)": (
+        "arguments/binary64/two-to-53-plus-1"
+    ),
+}
+
+
+def test_audited_readings_are_decided_by_their_vectors(mutants_module: Any) -> None:
+    """CIS-SPEC-3: each reading the audit listed is kept as a rival, and the vector written for it
+    fails under it through the self-contained runner (a bare minus as a number, Begin judging the
+    id before the phase, trimmed tool names, a request stored re-serialized by a binary64 reader)."""
+    rivals = {mutant.name.removeprefix("rival: "): mutant for mutant in mutants_module.rivals()}
+    sandbox = mutants_module.Sandbox()
+    try:
+        for reading, vector in AUDITED_READINGS.items():
+            mutant = rivals[reading]
+            sandbox.apply(mutant)
+            try:
+                result = subprocess.run(
+                    [sys.executable, "-I", str(RUNNER), "--max-shown", "1000", "--", *sandbox.command()],
+                    env=sandbox.environment(),
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                    timeout=120,
+                )
+            finally:
+                sandbox.apply(None, mutant.module)
+            assert result.returncode == 1, (reading, result.stderr[-500:])
+            failed = {line.split()[1] for line in result.stdout.splitlines() if line.startswith("FAIL ")}
+            assert vector in failed, (reading, sorted(failed)[:10])
+    finally:
+        sandbox.close()
