@@ -909,8 +909,8 @@ _ROUND_3: tuple[Rival, ...] = (
     _kernel(
         "Begin judges the tool_call_id before the phase",
         "_state.py",
-        "    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)\n",
-        "    check_event(event)  # caller errors first, whatever the phase (CIS-KERN-2)\n"
+        "    check_event(event)  # caller errors first, whatever the phase\n",
+        "    check_event(event)  # caller errors first, whatever the phase\n"
         "    if isinstance(event, Begin) and check_tool_call_id(event.tool_call_id) is not None:\n"
         "        return check_tool_call_id(event.tool_call_id)\n",
     ),
