@@ -65,6 +65,7 @@ SCRIPT_WRITE_COMMANDS: Final = (
     "HDEL",
     "HINCRBY",
     "PEXPIRE",
+    "PEXPIREAT",
     "DEL",
     "RPUSH",
     "SET",

@@ -119,6 +119,48 @@ def test_a_record_is_one_hash_under_the_run_hash_tag(
     assert 0 < raw_left <= record_left  # the raw response never outlives its record
 
 
+def _expiries(client: redis.Redis, record: str, raw: str) -> tuple[int, int]:
+    """(record, raw) absolute expiries in ms (PEXPIRETIME, Redis 7.0+); on 6.2 the negated PTTLs
+    read in one MULTI (the record's first: a raw that lapses later then reads a larger PTTL)."""
+    if int(client.info("server")["redis_version"].split(".")[0]) >= 7:
+        pair = client.pipeline(transaction=True).pexpiretime(record).pexpiretime(raw).execute()
+    else:
+        left = client.pipeline(transaction=True).pttl(record).pttl(raw).execute()
+        pair = [-value for value in left]
+    return int(pair[0]), int(pair[1])
+
+
+@pytest.mark.parametrize("given_clock", [True, False], ids=["given clock", "server clock"])
+@pytest.mark.parametrize("raw_size", [10, core.STAGE_ABOVE_BYTES + 1], ids=["argument", "staged"])
+def test_a_raw_response_never_outlives_its_record(
+    private_redis_url: str, clock: FakeClock, given_clock: bool, raw_size: int
+) -> None:
+    """CIS-TTL-3: a raw response lapses with its record, never after it, completion after completion.
+
+    Redis 6.2 and 7.0 read the clock afresh at each command of a script: a raw written
+    with ``PX <the record's PTTL>`` outlived its record by a millisecond whenever the
+    clock ticked between the two commands. On the server's clock both lapse at the
+    same instant (the record's ``expires_at_ms``).
+    """
+    prefix = _prefix()
+    store = RedisStore.from_url(private_redis_url, prefix=prefix, clock=clock if given_clock else None)
+    try:
+        now = clock() if given_clock else store.now_ms()
+        open_default_run(store, now, tool_call_budget=100, byte_budget=10**9)
+        with redis.Redis.from_url(private_redis_url) as client:
+            for index in range(60):
+                record = admitted(store, request(f"call_{index}"))
+                done = ready(record, record.created_at_ms, raw="r" * raw_size)
+                assert store.complete(record, done) == done
+                key = record_key(prefix, RUN, f"call_{index}")
+                record_at, raw_at = _expiries(client, key, core.raw_key(prefix, RUN, f"call_{index}"))
+                assert raw_at <= record_at
+                if not given_clock and record_at > 0:
+                    assert raw_at == record_at == record.expires_at_ms
+    finally:
+        store.close()
+
+
 def test_stores_with_other_prefixes_do_not_meet(
     redis_store_factory: MakeRedisStore, clock: FakeClock
 ) -> None:
