@@ -492,6 +492,49 @@ def test_large_raw_responses_are_staged_and_never_left_behind(
         assert list(client.scan_iter(match=f"{store.prefix}:*:stage:*")) == []
 
 
+def test_the_held_connection_serves_one_caller_at_a_time_and_goes_back_to_the_pool(
+    private_redis_url: str, clock: FakeClock
+) -> None:
+    """CIS-STORE-9: the store holds one pool connection for its scripts; callers that find it taken
+    (threads here) use pool connections, every call is answered once and right, and close() gives
+    the held connection back. A pool of fewer than 8 connections is never held from."""
+    client = redis.Redis.from_url(private_redis_url)
+    store = RedisStore(client, prefix=_prefix(), clock=clock)
+    open_default_run(store, clock(), tool_call_budget=400)
+    pool: Any = client.connection_pool
+    errors: list[BaseException] = []
+
+    def creates(worker: int) -> None:
+        try:
+            for index in range(40):
+                created = admitted(store, request(f"w{worker}_{index}"))
+                assert store.complete(created, ready(created, clock())) is not None
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=creates, args=(worker,)) for worker in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(store.calls(RUN)) == len(store.completed(RUN)) == 6 * 40
+    assert len(pool._in_use_connections) == 1  # the held one; the others went back
+    store.close()
+    assert len(pool._in_use_connections) == 0
+    client.close()
+    # One connection in all: were it held, the read after the create would wait for it in vain.
+    tight = redis.Redis(
+        connection_pool=redis.BlockingConnectionPool.from_url(private_redis_url, max_connections=1, timeout=1)
+    )
+    small = RedisStore(tight, prefix=_prefix(), clock=clock)
+    open_default_run(small, clock())
+    created = admitted(small, request("call_1"))
+    assert small.get(RUN, "call_1") == created
+    small.close()
+    tight.close()
+
+
 def test_round_trips_counted_on_the_socket(
     redis_store_factory: MakeRedisStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
