@@ -125,7 +125,7 @@ _HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for 
 
 # Lua: is a stored value a decimal integer (as every script writes them)?
 _IS_INT: Final = """
-local function is_int(v) return type(v) == 'string' and string.match(v, '^%-?%d+$') ~= nil end
+local function is_int(v) return type(v) == 'string' and string.find(v, '^%-?%d+$') ~= nil end
 """
 
 # Lua: the server's clock in integer ms (TIME: seconds, microseconds).
@@ -384,14 +384,14 @@ if type(pushed) == 'table' then return pushed end
 if pushed == 1 then expire_at(KEYS[3], tonumber(run[8]), now, server) end
 if leftover then redis.call('DEL', KEYS[2], KEYS[4]) end
 local expires = now + tonumber(run[7])
+local sequence = string.format('%d', used)
 redis.call('HSET', KEYS[2], 'run_id', rid, 'tool_call_id', tcid, 'tool_name', ARGV[3],
-  'invocation_token', ARGV[2], 'sequence', string.format('%d', used), 'status', status,
+  'invocation_token', ARGV[2], 'sequence', sequence, 'status', status,
   'request_json', ARGV[4], 'created_at_ms', at, 'updated_at_ms', at,
   'expires_at_ms', string.format('%d', expires))
 expire_at(KEYS[2], expires, now, server)
-redis.call('HSET', KEYS[1], 'tool_calls_used', string.format('%d', used),
-  'bytes_used', string.format('%d', bytes))
-return 'OK ' .. at .. ' ' .. table.concat(run, ' ')
+redis.call('HSET', KEYS[1], 'tool_calls_used', sequence, 'bytes_used', string.format('%d', bytes))
+return 'OK' .. seen
 """
 
 # Mirror of kernel ``decide_complete`` plus the writes of a WRITE decision
@@ -509,20 +509,16 @@ if s[1] == 'PROJECTING' then
     if type(pushed) == 'table' then return pushed end
     if pushed == 1 then expire_at(KEYS[3], tonumber(run[1]), now, server) end
   end
-  local sets = {{'status', status, 'updated_at_ms', updated}}
-  local dels = {{}}
-  local function field(i, name, value, stored)
-    if string.byte(mask, i) == 83 then -- 'S'
-      sets[#sets + 1] = name
-      sets[#sets + 1] = value
-    elseif stored then
-      dels[#dels + 1] = name
-    end
-  end
-  field(1, 'evidence_status', evidence, s[6])
-  field(2, 'error_code', code, s[3])
-  field(4, 'agent_result', ARGV[4], s[7])
-  field(5, 'scope', ARGV[5], s[8])
+  -- after's optional fields, in mask order: "S" (byte 83) sets one, else a stored one is deleted
+  local sets, n, dels = {{'status', status, 'updated_at_ms', updated}}, 4, {{}}
+  if string.byte(mask, 1) == 83 then sets[n + 1], sets[n + 2], n = 'evidence_status', evidence, n + 2
+  elseif s[6] then dels[#dels + 1] = 'evidence_status' end
+  if string.byte(mask, 2) == 83 then sets[n + 1], sets[n + 2], n = 'error_code', code, n + 2
+  elseif s[3] then dels[#dels + 1] = 'error_code' end
+  if string.byte(mask, 4) == 83 then sets[n + 1], sets[n + 2], n = 'agent_result', ARGV[4], n + 2
+  elseif s[7] then dels[#dels + 1] = 'agent_result' end
+  if string.byte(mask, 5) == 83 then sets[n + 1], sets[n + 2], n = 'scope', ARGV[5], n + 2
+  elseif s[8] then dels[#dels + 1] = 'scope' end
   if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
   redis.call('HSET', KEYS[1], unpack(sets))
   if raw_op == 'S' then
