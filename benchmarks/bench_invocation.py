@@ -1279,52 +1279,13 @@ def print_table(labels: list[str]) -> None:
         print(f"| {name} | " + " | ".join(row.get(label, "-") for label in labels) + f" | {goal} |")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--ops", type=int, default=150)
-    parser.add_argument("--rtt-ms", default="1")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--only", action="append", choices=["invocation", "big", "async", "memory", "progress", "rtt"]
-    )
-    parser.add_argument("--baseline-path", help='a checkout of the code to compare against ("before")')
-    parser.add_argument(
-        "--baseline-rev", help="a revision of this repository to compare against (git archive)"
-    )
-    parser.add_argument("--profile", type=int, default=0, help="print cProfile shares of N invocations")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--full", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--code", help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker:
-        return worker_main(args.url, args.code, args.full)
-    quick = args.quick or os.environ.get("CIS_BENCH_QUICK") == "1"
-    rounds = 5 if quick else args.rounds
-    ops = 60 if quick else args.ops
-    only = set(args.only or ["invocation", "big", "async", "memory", "progress", "rtt"])
-    labels = ["after"]
-    print(
-        f"start: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, {_load()}, nproc {os.cpu_count()}"
-    )
-    print(
-        f"python {sys.version.split()[0]}, redis-py {redis.__version__}, hiredis "
-        f"{__import__('hiredis').__version__ if HIREDIS_AVAILABLE else 'absent'}"
-    )
-    print(
-        f"command: {' '.join([Path(sys.executable).name, 'benchmarks/bench_invocation.py', *sys.argv[1:]])}"
-    )
-    print(f"after: this checkout, revision {_revision(ROOT)}")
+def run_sections(
+    args: argparse.Namespace, before: Path | None, only: set[str], rounds: int, ops: int, quick: bool
+) -> list[str]:
+    """Sections 1-5 on one private server, the workers of both checkouts interleaved; the labels."""
     from invocation_store.testing.redis_server import redis_server  # noqa: PLC0415
 
-    with (
-        _restored_affinity(),
-        _baseline(args.baseline_path, args.baseline_rev) as before,
-        redis_server() as url,
-    ):
-        if before is not None:
-            print(f"before: {before}, revision {_revision(before)}")
+    with _restored_affinity(), redis_server() as url:
         with redis.Redis.from_url(url) as probe:
             info = probe.info("server")
         server_pid = int(info["process_id"])
@@ -1385,6 +1346,118 @@ def main(argv: list[str] | None = None) -> int:
                 worker.close()
         if "progress" in only:
             section_progress(url, placements(server_pid, lambda: [None]), rounds, server_pid)
+    return labels
+
+
+def section_instructions(before: Path | None, count: int) -> None:
+    """redis-server instructions per invocation and per floor, counted by callgrind, per checkout."""
+    from invocation_store.testing.redis_server import SERVER_ENV, find_redis_server, redis_server  # noqa: PLC0415
+
+    real = find_redis_server()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None or real is None:
+        print("\ninstructions: valgrind (callgrind) or a redis-server binary is missing; skipped")
+        return
+    print(f"\n0. redis-server instructions (callgrind, user space), {count} calls per variant")
+    with tempfile.TemporaryDirectory(prefix="cis-bench-cg-") as directory:
+        wrapper = Path(directory) / "redis-server"
+        wrapper.write_text(
+            f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={directory}/%p.out "
+            f'"{real}" "$@"\n',
+            encoding="ascii",
+        )
+        wrapper.chmod(0o755)
+        saved = os.environ.get(SERVER_ENV)
+        os.environ[SERVER_ENV] = str(wrapper)
+        try:
+            with redis_server() as url:
+                with redis.Redis.from_url(url) as probe:
+                    pid = int(probe.info("server")["process_id"])
+                workers = [Worker("after", ROOT, url, full=False)]
+                if before is not None:
+                    workers.append(Worker("before", before, url, full=False))
+
+                def dump() -> None:
+                    subprocess.run(["callgrind_control", "-d", str(pid)], capture_output=True, check=False)
+
+                def counted(worker: Worker, variant: str) -> float:
+                    dump()  # the counters start from zero after a dump
+                    answer = worker.call(op="run", variant=variant, ops=count)
+                    dump()
+                    dumps = sorted(Path(directory).glob(f"{pid}.out.*"), key=lambda p: int(p.suffix[1:]))
+                    lines = dumps[-1].read_text(encoding="ascii", errors="replace").splitlines()
+                    total = next(
+                        int(line.split()[1]) for line in lines if line.startswith(("summary:", "totals:"))
+                    )
+                    return total / answer["per_op"]
+
+                try:
+                    for worker in workers:
+                        worker.call(op="setup", section="invocation")
+                    row = table_row("redis-server instructions per invocation / the floor's (callgrind)", "-")
+                    for worker in reversed(workers):
+                        ours, floor = counted(worker, "default"), counted(worker, "floor")
+                        label = f"[{worker.label}] redis-server instructions per invocation"
+                        counts = f"{ours / 1000:.1f}k, floor {floor / 1000:.1f}k"
+                        print(f"FIGURE {label}: {counts}, {ours / floor:.2f} x")
+                        row[worker.label] = f"{ours / floor:.2f} x ({ours / 1000:.0f}k / {floor / 1000:.0f}k)"
+                finally:
+                    for worker in workers:
+                        worker.close()
+        finally:
+            if saved is None:
+                os.environ.pop(SERVER_ENV, None)
+            else:
+                os.environ[SERVER_ENV] = saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--ops", type=int, default=150)
+    parser.add_argument("--rtt-ms", default="1")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--only", action="append", choices=["invocation", "big", "async", "memory", "progress", "rtt", "none"]
+    )
+    parser.add_argument("--baseline-path", help='a checkout of the code to compare against ("before")')
+    parser.add_argument(
+        "--baseline-rev", help="a revision of this repository to compare against (git archive)"
+    )
+    parser.add_argument("--profile", type=int, default=0, help="print cProfile shares of N invocations")
+    parser.add_argument(
+        "--instructions", type=int, default=0, help="count redis-server instructions over N calls (valgrind)"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--full", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker_main(args.url, args.code, args.full)
+    quick = args.quick or os.environ.get("CIS_BENCH_QUICK") == "1"
+    rounds = 5 if quick else args.rounds
+    ops = 60 if quick else args.ops
+    only = set(args.only or ["invocation", "big", "async", "memory", "progress", "rtt"]) - {"none"}
+    labels = ["after"]
+    print(
+        f"start: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, {_load()}, nproc {os.cpu_count()}"
+    )
+    print(
+        f"python {sys.version.split()[0]}, redis-py {redis.__version__}, hiredis "
+        f"{__import__('hiredis').__version__ if HIREDIS_AVAILABLE else 'absent'}"
+    )
+    print(
+        f"command: {' '.join([Path(sys.executable).name, 'benchmarks/bench_invocation.py', *sys.argv[1:]])}"
+    )
+    print(f"after: this checkout, revision {_revision(ROOT)}")
+    with _baseline(args.baseline_path, args.baseline_rev) as before:
+        if before is not None:
+            print(f"before: {before}, revision {_revision(before)}")
+            labels = ["before", "after"]
+        if args.instructions:
+            section_instructions(before, args.instructions)
+        if only - {"rtt"} or args.profile:
+            labels = run_sections(args, before, only, rounds, ops, quick)
     if "rtt" in only and args.rtt_ms != "none":
         for rtt in (float(x) for x in args.rtt_ms.split(",")):
             section_rtt(rtt, max(3, rounds // 3))
