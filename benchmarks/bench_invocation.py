@@ -52,7 +52,8 @@ Sections (each variant named with every non-default setting it has):
    bare (``seed_store.py``), and the boundary on a client whose RESP parser is redis-py's
    Python one (``no_hiredis``).
 2. **1 MiB raw** (per placement): a whole invocation (default ``ToolSpec``) whose tool
-   returns 1 MiB, against a plain ``SET`` of the same bytes on the held connection.
+   returns 1 MiB, against a plain ``SET`` of the same bytes (already encoded) to a new key
+   on the held connection; the keys both write are deleted after each run, untimed.
 3. **async** (per placement): 64 concurrent ``AsyncToolBoundary`` + ``AsyncRedisStore``
    invocations (default ``ToolSpec``, async tool) against plain ``redis.asyncio``
    (``execute_command``) replaying the same successful commands: the two ``EVALSHA``
@@ -456,21 +457,24 @@ class Bench:
         context = self.open(boundary, "run-big", ttl_ms=600_000)
         next_id = Counter("big_")
         held = HeldSend(client)
-        key = f"{prefix}:plain-set"
+        next_key = Counter(f"{prefix}:plain-set:")
         payload = BIG_RAW.encode()
 
         def invoke() -> None:
-            assert boundary.invoke(context, self.envelope("run-big", next_id(), "big")).ok
+            result = boundary.invoke(context, self.envelope("run-big", next_id(), "big"))
+            assert result.ok, result
 
-        def plain_set() -> None:
-            assert held("SET", key, payload) == b"OK"
+        def plain_set() -> None:  # a new key each time, as each invocation stores a new raw response
+            assert held("SET", next_key(), payload) == b"OK"
 
         for op in (invoke, plain_set):
             for _ in range(3):
                 op()
         self.variants.update({"big_default": invoke, "big_set": plain_set})
         # Stored 1 MiB responses are deleted after each run (outside the timed calls).
-        self.cleanups.append(lambda: self.unlink(client, f"{prefix}:{{run-big}}:*"))
+        self.cleanups.append(lambda: self.unlink(client, f"{prefix}:{{run-big}}:call:*"))
+        self.cleanups.append(lambda: self.unlink(client, f"{prefix}:{{run-big}}:raw:*"))
+        self.cleanups.append(lambda: self.unlink(client, f"{prefix}:plain-set:*"))
 
     # -- 3. async ----------------------------------------------------------------------------
 

@@ -88,6 +88,9 @@ __all__ = ["AsyncRedisStore"]
 
 T = TypeVar("T")
 
+#: The staging key's lifetime as a command argument (``core.STAGE_TTL_MS``).
+_STAGE_TTL = str(core.STAGE_TTL_MS)
+
 
 class AsyncHeldConnection:
     """One pool connection a store keeps between its hot-path calls (CIS-STORE-9).
@@ -195,6 +198,7 @@ class AsyncRedisStore:
         self._execute: AsyncCommand = client.execute_command
         # The scripts go on a held pool connection unless the client pins one itself.
         holds = not self._cluster and getattr(client, "connection", None) is None
+        self._holds = holds
         self._send: AsyncCommand = self._send_held if holds else self._execute
         pool: Any = getattr(client, "connection_pool", None)
         roomy = holds and getattr(pool, "max_connections", 0) >= HOLD_MIN_POOL
@@ -734,42 +738,57 @@ class AsyncRedisStore:
     async def _send_held(self, *args: bytes | str) -> object:
         """One command on the store's held connection (a pool connection otherwise): packed once, sent, read.
 
-        The cheapest path redis-py offers for the two hot scripts (CIS-STORE-9): the
-        command packed in one call (``_redis_send.pack``: hiredis' packer when the
-        client encodes as UTF-8), written with ``send_packed_command`` and its reply
-        read on a connection the store holds between calls, so that no pool
+        The cheapest path redis-py offers for the two hot scripts (CIS-STORE-9): see
+        :meth:`_exchange`. An error reply raises as with ``execute_command``
+        (``NoScriptError`` included).
+        """
+        (reply,) = await self._exchange((args,))
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+        return reply
+
+    async def _exchange(self, commands: tuple[tuple[bytes | str, ...], ...]) -> list[object]:
+        """``commands`` written in one go, their replies read in order (error replies as values).
+
+        The command packed in one call (``_redis_send.pack``: hiredis' packer when the
+        client encodes as UTF-8), written with ``send_packed_command`` and the replies
+        read on the connection the store holds between calls, so that no pool
         hand-over (its lock, its readiness probe of the socket) is paid per command;
         no per-command option handling, retry wrapper or client-side metrics (the
-        store's ``_io`` retries; its log names failures). One caller at a time uses
-        the held connection (a non-blocking lock); a concurrent one takes a pool
-        connection as before. Error replies raise as with ``execute_command``
-        (``NoScriptError`` included); a connection that failed or was interrupted
-        mid-command is disconnected (it reconnects on its next use, never reading a
-        stale reply).
+        store's ``_io`` retries; its log names failures). One caller at a time uses the
+        held connection (a non-blocking lock); a concurrent one takes a pool connection
+        as before. A connection that failed or was interrupted mid-exchange is
+        disconnected (it reconnects on its next use, never reading a stale reply).
         """
         held = self._held
         if held is not None and held.lock.acquire(blocking=False):
             try:
-                connection = await held.connection()
-                try:
-                    await connection.send_packed_command(pack(connection, args))
-                    return await connection.read_response()
-                except BaseException:
-                    await connection.disconnect()
-                    raise
+                return await self._exchange_on(await held.connection(), commands)
             finally:
                 held.lock.release()
         pool: Any = getattr(self._client, "connection_pool", None)  # untyped in redis-py
         connection = await pool.get_connection()
         try:
-            await connection.send_packed_command(pack(connection, args))
-            reply: object = await connection.read_response()
+            return await self._exchange_on(connection, commands)
+        finally:
+            await pool.release(connection)
+
+    @staticmethod
+    async def _exchange_on(connection: Any, commands: tuple[tuple[bytes | str, ...], ...]) -> list[object]:
+        try:
+            await connection.send_packed_command(
+                [part for command in commands for part in pack(connection, command)]
+            )
+            replies: list[object] = []
+            for _command in commands:
+                try:
+                    replies.append(await connection.read_response())
+                except redis.ResponseError as exc:  # an error reply, read whole: the next one is intact
+                    replies.append(exc)
+            return replies
         except BaseException:
             await connection.disconnect()
             raise
-        finally:
-            await pool.release(connection)
-        return reply
 
     async def _recheck(self) -> None:
         """After NOSCRIPT (a restarted or flushed server): judge the server again and reload the scripts.
@@ -789,10 +808,14 @@ class AsyncRedisStore:
             await self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
             return await self._evalsha(self._complete, call.command)
         for attempt in range(2):
-            pipe = self._client.pipeline(transaction=False)
-            pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-            pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
-            reply = (await pipe.execute(raise_on_error=False))[1]
+            if self._holds:  # both on the store's connection, in one write (its str packed as UTF-8 once)
+                staging = ("SET", stage, call.staged, "NX", "PX", _STAGE_TTL)
+                _, reply = await self._exchange((staging, ("EVALSHA", self._complete.sha, *call.command)))
+            else:
+                pipe = self._client.pipeline(transaction=False)
+                pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
+                pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
+                reply = (await pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
                 await self._recheck()  # the staged value waits for the retry (SET NX)
                 continue
