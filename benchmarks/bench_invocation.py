@@ -1090,7 +1090,6 @@ def section_progress(
     url: str, places: list[tuple[str, Callable[[], None]]], rounds: int, server_pid: int
 ) -> None:
     from invocation_store import RedisStore, ToolBoundary  # noqa: PLC0415
-    from invocation_store.adapters import ForwardingStore  # noqa: PLC0415
 
     print(f"\n5. project_progress of {PROGRESS_CALLS} READY calls (1 KiB request, 4 KiB raw), this checkout")
     bench = Bench(url, full=False)
@@ -1106,7 +1105,6 @@ def section_progress(
         assert writer.invoke(context, bench.envelope("run-progress", f"p_{i:06d}", "inline")).ok
     boundaries = {
         "hmget": ToolBoundary(store, bench.tools),
-        "hgetall": ToolBoundary(ForwardingStore(store), bench.tools),  # no get_progress: get_many fallback
         "hmget_no_hiredis": ToolBoundary(plain_store, bench.tools),
     }
 
@@ -1144,10 +1142,6 @@ def section_progress(
             _cpu(table["hmget"]),
             unit="us",
             scale=per,
-        )
-        figure(
-            f"project_progress HMGET / HGETALL, CPU, {place}",
-            ratios(_cpu(table["hmget"]), _cpu(table["hgetall"])),
         )
         figure(
             f"project_progress with redis-py's Python RESP parser / with hiredis, CPU, {place}",
