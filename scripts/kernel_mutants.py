@@ -255,8 +255,12 @@ EQUIVALENT: dict[str, str] = {
         "the TTL of check_begin's Begin is a placeholder, for the same reason as its sequence"
     ),
     "_admission.check_begin: `0` 0 -> 1": (
-        "the time of check_begin's Begin is a placeholder too: a request carries no time (CIS-STORE-10) "
-        "and the run-independent refusals of the Begin row never read it"
+        "the times of check_begin are placeholders too (the time its caller-error check is given, and "
+        "its Begin row's): a request carries no time (CIS-STORE-10), any time in the domain passes that "
+        "check, and the run-independent refusals of the Begin row never read it"
+    ),
+    "_admission.check_begin: `0` 0 -> 1 #2": (
+        "the other of check_begin's two placeholder times, for the same reason as the first"
     ),
     "_state.check_completion: `getattr(before, name) != getattr(after, name)` != -> ==": (
         "it only lists, in the text of a caller error, which fields changed; the outcome (a caller "
@@ -354,7 +358,7 @@ _ROUND_2: tuple[tuple[str, str, str, str], ...] = (
     (
         "a completion charges the raw response only",
         "_admission.py",
-        "delta = record_bytes(after) - record_bytes(before)",
+        "delta = outcome_bytes(after) - outcome_bytes(before)",
         "delta = (utf8_len(after.raw_response or '') or 0)\n"
         "    delta -= utf8_len(before.raw_response or '') or 0",
     ),

@@ -42,7 +42,9 @@ LUA_MIRRORS: dict[str, tuple[str, ...]] = {
 
 #: Read-only scripts: they decide nothing, so they mirror no kernel function.
 LUA_READS: frozenset[str] = frozenset({"PROGRESS_SCRIPT"})
-_WRITE_COMMANDS = ("SET", "HSET", "DEL", "RPUSH", "LPUSH", "EXPIRE", "PEXPIRE", "RENAME", "HINCRBY", "HDEL")
+_WRITE_COMMANDS = (
+    *("SET", "HSET", "DEL", "RPUSH", "LPUSH", "EXPIRE", "PEXPIRE", "PEXPIREAT", "RENAME", "HINCRBY", "HDEL"),
+)
 
 _FORBIDDEN_CALLS = frozenset({"run_usage_after", "decide_complete"})
 

@@ -24,6 +24,7 @@ from ..kernel import (
     is_safe_id,
     utf8_len,
 )
+from ..kernel._sizes import text_exceeds
 from ._redis_decode import (
     MAX_EXACT_INT,
     CorruptReplyError,
@@ -111,7 +112,6 @@ def plan_complete(
         check_int(now_ms, updated)
     charge = completion_charge(before, after)
     raw = after.raw_response
-    size = None if raw is None else utf8_len(raw)
     evidence, code, result, scope = after.evidence_status, after.error_code, after.agent_result, after.scope
     # Header: "<head> <raw_size> <mask> <evidence>" (COMPLETE_SCRIPT's contract); the
     # mask's third letter, the raw response's, depends on the call.
@@ -126,14 +126,16 @@ def plan_complete(
     if raw is None:
         header = f"{head}  {before_raw}D{after_raw} {tail}".encode()
         full = CompleteCall((_FOUR, *sent, header, token, "", *texts), None, None)
-    elif size is not None and size > STAGE_ABOVE_BYTES:
+    elif text_exceeds(raw, STAGE_ABOVE_BYTES):  # decided on the length unless near the limit
         stage_key = keys.stage(nonce())
         header = f"{head}  {before_raw}T{after_raw} {tail}".encode()
         full = CompleteCall((_FIVE, *sent, stage_key, header, token, "", *texts), raw, stage_key)
     else:
         header = f"{head}  {before_raw}S{after_raw} {tail}".encode()
         full = CompleteCall((_FOUR, *sent, header, token, raw, *texts), None, None)
-    if raw is not None and size is not None and (raw is before.raw_response or raw == before.raw_response):
+    unchanged = raw is not None and (raw is before.raw_response or raw == before.raw_response)
+    size = utf8_len(raw) if unchanged and raw is not None else None  # measured only then
+    if size is not None:
         # Unchanged raw response: keep it on the server, check its size there.
         header = f"{head} {size} {before_raw}K{after_raw} {tail}".encode()
         kept = CompleteCall((_FOUR, *sent, header, token, "", *texts), None, None)

@@ -112,11 +112,14 @@ class CreatePlan(NamedTuple):
     """What ``create`` sends; ``request``/``limits`` re-run the kernel on the reply.
 
     ``command`` is everything after ``EVALSHA <sha>``: numkeys, KEYS, ARGV.
+    ``request_bytes`` is the request's UTF-8 size, measured once when planned and
+    carried into the kernel's ``admit`` (None: it has no UTF-8 form).
     """
 
     command: tuple[bytes | str, ...]
     request: AdmissionRequest
     limits: Limits
+    request_bytes: int | None = None
 
 
 _FOUR: Final = b"4"
@@ -146,8 +149,8 @@ def plan_create(
         if not -MAX_EXACT_INT <= now_ms < MAX_EXACT_INT:
             check_int(now_ms)
         now = str(now_ms)
-    size = utf8_len(request.request_json)
-    refusal = check_begin(request, limits)
+    size = utf8_len(request.request_json)  # measured once: the script's budget check, then the kernel's
+    refusal = check_begin(request, limits, request_bytes=size)
     if is_safe_id(tool_call_id):
         record_key: bytes | str = keys.record_wire(tool_call_id)
         raw_response_key: bytes | str = keys.raw_wire(tool_call_id)
@@ -169,6 +172,7 @@ def plan_create(
         (_FOUR, keys.run_wire, record_key, keys.calls_wire, raw_response_key, header.encode(), *texts),
         request,
         limits,
+        size,
     )
 
 
@@ -205,7 +209,7 @@ def _refused_create(plan: CreatePlan, rest: str, items: Reply) -> tuple[ErrorCod
     now, run_text = _decided_at(tail)
     request = plan.request
     run = _admission_run(run_text, request.run_id) if run_text else None
-    decided = admit(run, None, request, plan.limits, now)
+    decided = admit(run, None, request, plan.limits, now, request_bytes=plan.request_bytes)
     if code in DUPLICATE_CODES:
         agrees = run is not None and decided not in _BEFORE_DUPLICATE
     else:
@@ -226,7 +230,8 @@ def finish_create(plan: CreatePlan, reply: object) -> tuple[Admission | ErrorCod
     request = plan.request
     if tag == "OK" and not items:
         now, run_text = _decided_at(rest)
-        result = admit(_admission_run(run_text, request.run_id), None, request, plan.limits, now)
+        run = _admission_run(run_text, request.run_id)
+        result = admit(run, None, request, plan.limits, now, request_bytes=plan.request_bytes)
         if not isinstance(result, Admission):
             raise CorruptReplyError("KernelDisagrees")
         return result, now

@@ -14,24 +14,36 @@ touches one Redis Cluster slot, CIS-KEY-2):
 
 - ``<prefix>:{<run>}:run``: HASH of the run state, one field per
   :class:`~invocation_store.kernel.RunState` attribute (:data:`RUN_FIELDS` order),
-  PX = ``expires_at_ms - now`` set once, when the run is opened.
+  lapsing at its ``expires_at_ms``, set once, when the run is opened.
 - ``<prefix>:{<run>}:call:<tool_call_id>``: HASH of one record, one field per
   :class:`~invocation_store.kernel.CanonicalRecord` attribute except the raw
   response; a ``None`` attribute is an absent field; ints are decimal strings.
-  PX = the run's ``ttl_ms``, set once, when the record is created; later writes are
-  ``HSET``/``HDEL`` of fields, which keep the remaining TTL (CIS-TTL-1, CIS-TTL-3).
+  It lapses at its ``expires_at_ms`` (the run's ``ttl_ms`` after its creation), set
+  once, when the record is created; later writes are ``HSET``/``HDEL`` of fields,
+  which keep the remaining TTL (CIS-TTL-1, CIS-TTL-3).
 - ``<prefix>:{<run>}:raw:<tool_call_id>``: STRING holding the record's raw response
-  (absent when it is None). It is created by a completion with the record's
-  remaining TTL, read inside the same script (so both lapse at the same instant and
-  the record's own TTL is never touched). Why a separate key: a large value passed
-  to a script as an argument is copied into Lua and back (a no-op script with a
-  1 MiB argument costs several times a plain ``SET``); a large raw response is
-  therefore written with a plain ``SET`` to a fresh, randomly named staging key in
-  the same pipelined round trip, and the script ``RENAME`` s it into place only if
-  the compare-and-set succeeds (O(1), no copy), deleting it otherwise.
+  (absent when it is None). It is created by a completion with the record's own
+  expiry as an absolute time (``SET ... PXAT``, read inside the same script: both
+  lapse at the same instant and the record's own TTL is never touched). Why a
+  separate key: a large value passed to a script as an argument is copied into Lua
+  and back (a no-op script with a 1 MiB argument costs several times a plain
+  ``SET``); a large raw response is therefore written with a plain ``SET`` to a
+  fresh, randomly named staging key in the same pipelined round trip, and the
+  script ``RENAME`` s it into place only if the compare-and-set succeeds (O(1), no
+  copy), deleting it otherwise.
 - ``<prefix>:{<run>}:calls`` / ``:done``: LISTs of tool_call_ids in admission /
   completion order, their expiry set once, when the list is created, to the run's
-  remaining lifetime.
+  ``expires_at_ms``.
+
+Expiries are absolute times on the server's clock whenever the scripts decide on it
+(``PEXPIREAT``, ``SET ... PXAT``: the key lapses at exactly the ``expires_at_ms``
+written beside it). Relative ones (``PTTL`` read, ``PX`` written) would drift: Redis
+6.2 and 7.0 read the clock afresh at each command of a script, so a raw response
+written with ``PX <the record's PTTL>`` could outlive its record by the milliseconds
+the script took between the two commands. With a given clock a new key's expiry is
+the time left on that clock (``PEXPIRE``), and a raw response takes its record's
+absolute expiry from ``PEXPIRETIME`` (Redis 7.0+, Valkey), or on Redis 6.2 from
+``TIME`` read before the record's ``PTTL`` (never later than the record's).
 
 Times (CIS-STORE-10, one clock per deployment): every decision that compares times
 is taken on the server's clock, inside the script, unless the store was given a clock
@@ -70,8 +82,8 @@ a script's *first* write, the others being allowed once it has written. A
 TTL discipline (CIS-TTL-1..3): a record HASH, a run HASH and a LIST get their expiry
 exactly once, in the script that creates them; no script ever issues an expire
 command, ``PERSIST``, ``GETEX`` or ``SET`` on them afterwards. The raw STRING is
-(re)written only together with its expiry, equal to the record's PTTL read in the
-same script, so it can never outlive the record.
+(re)written only together with its expiry, the record's own expiry read in the same
+script (see above), so it never outlives the record.
 """
 
 from __future__ import annotations
@@ -113,7 +125,7 @@ _HMGET_RUN: Final = "redis.call('HMGET', KEYS[1], " + ", ".join(f"'{name}'" for 
 
 # Lua: is a stored value a decimal integer (as every script writes them)?
 _IS_INT: Final = """
-local function is_int(v) return type(v) == 'string' and string.match(v, '^%-?%d+$') ~= nil end
+local function is_int(v) return type(v) == 'string' and string.find(v, '^%-?%d+$') ~= nil end
 """
 
 # Lua: the server's clock in integer ms (TIME: seconds, microseconds).
@@ -121,6 +133,22 @@ _SERVER_MS: Final = """
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+# Lua: give a new key its expiry, once (CIS-TTL-1), lapsing at ``at`` (integer ms, a
+# number) on the clock the script decides on. On the server's clock (``server``: no
+# ``now`` given) the absolute time itself (PEXPIREAT), so that the key's expiry is
+# exactly the ``expires_at_ms`` written beside it, on every server (Redis 6.2 and 7.0
+# read the clock afresh at each command of a script, 7.2 and Valkey once per script);
+# with a given clock the time left on it (PEXPIRE ``at - now``).
+_EXPIRE_AT: Final = """
+local function expire_at(key, at, now, server)
+  if server then
+    redis.call('PEXPIREAT', key, string.format('%d', at))
+  else
+    redis.call('PEXPIRE', key, string.format('%d', at - now))
+  end
 end
 """
 
@@ -148,16 +176,18 @@ end
 # ARGV[1] - now_ms, or "" to decide on the server's clock (TIME)
 # ARGV[2] - "1" in a waiting durability mode: an existing run is touched (see the top)
 # ARGV[3..12] - the fresh run's values in RUN_FIELDS order; opened_at_ms (ARGV[5]) is
-#   replaced by the script's now, and the PX of a fresh run is expires_at_ms - now
-# return "FRESH <now>" when the fresh run was stored (any lapsed run and its lists are
-#   deleted first; a run whose expiry is already past is not stored); "EXISTING <now>
+#   replaced by the script's now
+# return "FRESH <now>" when the fresh run was stored, lapsing at its expires_at_ms (any
+#   lapsed run and its lists are deleted first; a run whose expiry is already past is
+#   not stored); "EXISTING <now>
 #   <10 run values>" for a live ACTIVE run opened with the same deadline, TTL and
 #   budgets, at any time (nothing written but the touch); "ERR INVALID_TRANSITION <now>
 #   <10 run values>" for any other live run (other parameters, or cancelled/closed): the
 #   client re-runs the kernel on the run the script refused; "CORRUPT NoTTL" for a run
 #   found without expiry (nothing written).
-OPEN_RUN_SCRIPT: Final = f"""{_SERVER_MS}
-local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or server_ms()
+OPEN_RUN_SCRIPT: Final = f"""{_SERVER_MS}{_EXPIRE_AT}
+local server = ARGV[1] == ''
+local now = server and server_ms() or tonumber(ARGV[1])
 local at = string.format('%d', now)
 local cur = {_HMGET_RUN}
 if cur[6] and redis.call('PTTL', KEYS[1]) == -1 then return 'CORRUPT NoTTL' end
@@ -180,7 +210,7 @@ if px > 0 then
     'run_id', ARGV[3], 'status', ARGV[4], 'opened_at_ms', at, 'deadline_ms', ARGV[6],
     'ttl_ms', ARGV[7], 'expires_at_ms', ARGV[8], 'tool_call_budget', ARGV[9],
     'byte_budget', ARGV[10], 'tool_calls_used', ARGV[11], 'bytes_used', ARGV[12])
-  redis.call('PEXPIRE', KEYS[1], string.format('%d', px))
+  expire_at(KEYS[1], tonumber(ARGV[8]), now, server)
 end
 return 'FRESH ' .. at
 """
@@ -277,7 +307,7 @@ CREATE_RUN_ORDER: Final = (
 # ARGV[4] - request_json
 # return "OK <now> <10 run values before admission, CREATE_RUN_ORDER>" after writing
 #   the record with sequence = tool_calls_used + 1, created_at_ms = updated_at_ms =
-#   now, expires_at_ms = now + ttl_ms and PX ttl_ms (the record is new: its TTL is set
+#   now, expires_at_ms = now + ttl_ms, lapsing then (the record is new: its TTL is set
 #   exactly once; a leftover that the clock already expired is deleted first, with its
 #   raw response), counting the call and its bytes in the run, and appending the id to
 #   the calls LIST (its first write: a foreign type there writes nothing);
@@ -290,9 +320,9 @@ CREATE_RUN_ORDER: Final = (
 #   expiry (NoTTL), a calls key that is not a LIST (ForeignKey) or a run whose counters
 #   are not integers (BadInteger), checked before the first write.
 # Hot path (a fresh record in a live run): 7 redis.call (TIME, HMGET run, HMGET record,
-#   RPUSH, HSET record, PEXPIRE record, HSET run; PTTL of the run instead of TIME with
-#   a given now).
-CREATE_SCRIPT: Final = f"""{_IS_INT}{_PUSH}{_SERVER_MS}
+#   RPUSH, HSET record, PEXPIREAT record, HSET run; with a given now, PTTL of the run
+#   instead of TIME and PEXPIRE instead of PEXPIREAT).
+CREATE_SCRIPT: Final = f"""{_IS_INT}{_PUSH}{_SERVER_MS}{_EXPIRE_AT}
 local now, size, late, tcid, rid, status, touch = string.match(ARGV[1],
   '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
 local server = now == ''
@@ -351,18 +381,17 @@ end
 local pushed = push(KEYS[3], tcid)
 if not pushed then return 'CORRUPT ForeignKey' end
 if type(pushed) == 'table' then return pushed end
-if pushed == 1 then
-  redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[8]) - now))
-end
+if pushed == 1 then expire_at(KEYS[3], tonumber(run[8]), now, server) end
 if leftover then redis.call('DEL', KEYS[2], KEYS[4]) end
+local expires = now + tonumber(run[7])
+local sequence = string.format('%d', used)
 redis.call('HSET', KEYS[2], 'run_id', rid, 'tool_call_id', tcid, 'tool_name', ARGV[3],
-  'invocation_token', ARGV[2], 'sequence', string.format('%d', used), 'status', status,
+  'invocation_token', ARGV[2], 'sequence', sequence, 'status', status,
   'request_json', ARGV[4], 'created_at_ms', at, 'updated_at_ms', at,
-  'expires_at_ms', string.format('%d', now + tonumber(run[7])))
-redis.call('PEXPIRE', KEYS[2], run[7])
-redis.call('HSET', KEYS[1], 'tool_calls_used', string.format('%d', used),
-  'bytes_used', string.format('%d', bytes))
-return 'OK ' .. at .. ' ' .. table.concat(run, ' ')
+  'expires_at_ms', string.format('%d', expires))
+expire_at(KEYS[2], expires, now, server)
+redis.call('HSET', KEYS[1], 'tool_calls_used', sequence, 'bytes_used', string.format('%d', bytes))
+return 'OK' .. seen
 """
 
 # Mirror of kernel ``decide_complete`` plus the writes of a WRITE decision
@@ -393,11 +422,11 @@ return 'OK ' .. at .. ' ' .. table.concat(run, ' ')
 #   ``before`` is compared with the stored record, as kernel ``decide_complete`` does
 # return "WRITE" after HSET status/updated_at_ms and the "S" fields and HDEL of the
 #   "D" fields present in KEYS[1] (its TTL is kept: no expire command touches it); the raw
-#   STRING is written ("S": SET, "T": RENAME from KEYS[5]) with PX = the record's
-#   PTTL, or deleted ("D"); the bytes are charged and the id appended to the done
-#   LIST when the run is live (the LIST's expiry is set once, at its creation, to
-#   the run's remaining lifetime; the append is the first write, so a foreign type
-#   there writes nothing);
+#   STRING is written ("S": SET, "T": RENAME from KEYS[5]) lapsing with the record
+#   (PXAT / PEXPIREAT its expiry, see the top), or deleted ("D"); the bytes are
+#   charged and the id appended to the done LIST when the run is live (the LIST's
+#   expiry is set once, at its creation, to the run's expires_at_ms; the append is
+#   the first write, so a foreign type there writes nothing);
 #   {"REPLAY", <"1" raw | "0">, <raw or "">, <record field/value pairs>} when the
 #   stored record is already terminal with after's status, error code and update
 #   time; "RESEND" when a kept raw response is missing or not of size raw_size, or
@@ -410,8 +439,9 @@ return 'OK ' .. at .. ' ' .. table.concat(run, ' ')
 #   is not a LIST (ForeignKey), all checked before the first write. Nothing is written
 #   but the WRITE, and KEYS[5] never survives the script.
 # Hot path (a PROJECTING record completed with a small raw response): 7 redis.call
-#   (HMGET record, PTTL record, HMGET run, RPUSH, HSET record, SET raw, HINCRBY run).
-COMPLETE_SCRIPT: Final = f"""{_IS_INT}{_PUSH}
+#   (HMGET record, PTTL record, HMGET run, RPUSH, HSET record, SET raw, HINCRBY run);
+#   with a given now, PEXPIRETIME record too (TIME on Redis 6.2).
+COMPLETE_SCRIPT: Final = f"""{_IS_INT}{_PUSH}{_SERVER_MS}{_EXPIRE_AT}
 local now, status, code, updated, charge, done_id, raw_size, mask, evidence, b_created, b_expires, b_seq =
   string.match(ARGV[1], '^(%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*) (%S*)$')
 local server = now == ''
@@ -432,7 +462,18 @@ if not s[5] or (not server and now >= tonumber(s[5])) or s[2] ~= ARGV[2]
 end
 if s[1] == 'PROJECTING' then
   -- Every check before the first write (RPUSH, then HDEL/HSET): nothing after them can fail.
+  -- A raw response written below lapses with the record, never after it: at the record's
+  -- expiry on the server's clock. On that clock it is expires_at_ms (the create set it so);
+  -- with a given clock, PEXPIRETIME (Redis 7.0+), else TIME read before the PTTL plus it.
+  local expiry, before_pttl = false, false
+  if server then
+    expiry = tonumber(s[5])
+  elseif raw_op == 'S' or raw_op == 'T' then
+    expiry = redis.pcall('PEXPIRETIME', KEYS[1])
+    if type(expiry) ~= 'number' then expiry, before_pttl = false, server_ms() end
+  end
   local left = redis.call('PTTL', KEYS[1])
+  if before_pttl then expiry = before_pttl + left end
   local run = redis.call('HMGET', KEYS[2], 'expires_at_ms', 'bytes_used')
   local corrupt = false
   if left == -1 then
@@ -466,34 +507,25 @@ if s[1] == 'PROJECTING' then
       return 'CORRUPT ForeignKey'
     end
     if type(pushed) == 'table' then return pushed end
-    if pushed == 1 then
-      redis.call('PEXPIRE', KEYS[3], string.format('%d', tonumber(run[1]) - now))
-    end
+    if pushed == 1 then expire_at(KEYS[3], tonumber(run[1]), now, server) end
   end
-  local sets = {{'status', status, 'updated_at_ms', updated}}
-  local dels = {{}}
-  local function field(i, name, value, stored)
-    if string.byte(mask, i) == 83 then -- 'S'
-      sets[#sets + 1] = name
-      sets[#sets + 1] = value
-    elseif stored then
-      dels[#dels + 1] = name
-    end
-  end
-  field(1, 'evidence_status', evidence, s[6])
-  field(2, 'error_code', code, s[3])
-  field(4, 'agent_result', ARGV[4], s[7])
-  field(5, 'scope', ARGV[5], s[8])
+  -- after's optional fields, in mask order: "S" (byte 83) sets one, else a stored one is deleted
+  local sets, n, dels = {{'status', status, 'updated_at_ms', updated}}, 4, {{}}
+  if string.byte(mask, 1) == 83 then sets[n + 1], sets[n + 2], n = 'evidence_status', evidence, n + 2
+  elseif s[6] then dels[#dels + 1] = 'evidence_status' end
+  if string.byte(mask, 2) == 83 then sets[n + 1], sets[n + 2], n = 'error_code', code, n + 2
+  elseif s[3] then dels[#dels + 1] = 'error_code' end
+  if string.byte(mask, 4) == 83 then sets[n + 1], sets[n + 2], n = 'agent_result', ARGV[4], n + 2
+  elseif s[7] then dels[#dels + 1] = 'agent_result' end
+  if string.byte(mask, 5) == 83 then sets[n + 1], sets[n + 2], n = 'scope', ARGV[5], n + 2
+  elseif s[8] then dels[#dels + 1] = 'scope' end
   if #dels > 0 then redis.call('HDEL', KEYS[1], unpack(dels)) end
   redis.call('HSET', KEYS[1], unpack(sets))
-  if raw_op == 'S' or raw_op == 'T' then
-    if left < 1 then left = 1 end
-    if raw_op == 'S' then
-      redis.call('SET', KEYS[4], ARGV[3], 'PX', left)
-    else
-      redis.call('RENAME', KEYS[5], KEYS[4])
-      redis.call('PEXPIRE', KEYS[4], left)
-    end
+  if raw_op == 'S' then
+    redis.call('SET', KEYS[4], ARGV[3], 'PXAT', string.format('%d', expiry))
+  elseif raw_op == 'T' then
+    redis.call('RENAME', KEYS[5], KEYS[4])
+    redis.call('PEXPIREAT', KEYS[4], string.format('%d', expiry))
   elseif raw_op == 'D' then
     redis.call('DEL', KEYS[4])
   end

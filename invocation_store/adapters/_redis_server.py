@@ -73,6 +73,7 @@ SCRIPT_WRITE_COMMANDS: Final = (
     "HDEL",
     "HINCRBY",
     "PEXPIRE",
+    "PEXPIREAT",
     "DEL",
     "RPUSH",
     "SET",

@@ -16,8 +16,8 @@ from attrs import frozen
 
 from ._codes import ErrorCode
 from ._models import CanonicalRecord, InvocationStatus, Limits, RunState, RunStatus, check_now
-from ._sizes import record_bytes, utf8_len
-from ._state import Begin, Phase, _begin, _created, phase_of
+from ._sizes import outcome_bytes, utf8_len
+from ._state import Phase, _created, check_completion, phase_of
 
 __all__ = [
     "DUPLICATE_CODES",
@@ -123,6 +123,8 @@ def admit(
     request: AdmissionRequest,
     limits: Limits,
     now_ms: int,
+    *,
+    request_bytes: int | None = None,
 ) -> Admission | ErrorCode:
     """Decide creation atomically with the run checks, in the fixed order (CIS-PRE-8).
 
@@ -138,7 +140,10 @@ def admit(
     DURABILITY_NOT_REACHED) -> TOOL_BUDGET_EXHAUSTED -> RUN_BYTES_EXHAUSTED. A
     duplicate therefore never consumes budget. On success the run's counters grow by
     one call and the request's UTF-8 bytes; the returned :class:`Admission` lists
-    every effect.
+    every effect. ``request_bytes``: the request's size when the caller measured it
+    already (``utf8_len(request.request_json)``, None if it has no UTF-8 form: the
+    caller's measure of it before its atomic step, CIS-SIZE-1); measured here when
+    omitted.
     """
     check_request(request, now_ms)
     live = existing if phase_of(existing, now_ms) is not Phase.ABSENT else None
@@ -161,7 +166,7 @@ def admit(
         return duplicate_code(live)
     if run.tool_calls_used + 1 > run.tool_call_budget:
         return ErrorCode.TOOL_BUDGET_EXHAUSTED
-    request_size = utf8_len(request.request_json)
+    request_size = utf8_len(request.request_json) if request_bytes is None else request_bytes
     if request_size is None:
         return ErrorCode.INVALID_ARGUMENTS
     if run.bytes_used + request_size > run.byte_budget:
@@ -203,7 +208,9 @@ def check_request(request: AdmissionRequest, now_ms: object) -> None:
             raise TypeError(f"AdmissionRequest.{name} must be a str")
 
 
-def check_begin(request: AdmissionRequest, limits: Limits) -> ErrorCode | None:
+def check_begin(
+    request: AdmissionRequest, limits: Limits, *, request_bytes: int | None = None
+) -> ErrorCode | None:
     """The run-independent outcome of the table's (ABSENT, Begin) row for ``request``.
 
     ``None`` when Begin would create the record; else MISSING_TOOL_CALL_ID or
@@ -211,20 +218,23 @@ def check_begin(request: AdmissionRequest, limits: Limits) -> ErrorCode | None:
     REQUEST_TOO_LARGE when the new record would exceed ``limits.record_bytes``
     (CIS-SIZE-5). None of these depend on the run, the sequence or the TTL, so a
     store whose atomic step cannot run the kernel (a Lua script) decides them before
-    it sends the step; :func:`admit` reaches the same answer.
+    it sends the step; :func:`admit` reaches the same answer. ``request_bytes``: the
+    request's size when the caller measured it already (its UTF-8 bytes), carried
+    into :func:`admit` too. Raises ``TypeError`` for a tool name, request text or
+    token that is not a text (:func:`check_request`).
     """
-    result = _begin(
-        Begin(
-            run_id=request.run_id,
-            tool_call_id=request.tool_call_id,
-            tool_name=request.tool_name,
-            request_json=request.request_json,
-            invocation_token=request.invocation_token,
-            sequence=1,
-            ttl_ms=1,
-            now_ms=0,
-        ),
-        limits,
+    check_request(request, 0)  # the Begin row's caller errors: its texts (a placeholder time)
+    result = _created(  # the table's (ABSENT, Begin) row; sequence, TTL and time are placeholders
+        run_id=request.run_id,
+        tool_call_id=request.tool_call_id,
+        tool_name=request.tool_name,
+        request_json=request.request_json,
+        invocation_token=request.invocation_token,
+        sequence=1,
+        ttl_ms=1,
+        now_ms=0,
+        limits=limits,
+        request_bytes=request_bytes,
     )
     return result if isinstance(result, ErrorCode) else None
 
@@ -234,6 +244,7 @@ def run_usage_after(run: RunState, before: CanonicalRecord, after: CanonicalReco
 
     The charge is :func:`charge` (``record_bytes(after) - record_bytes(before)`` when
     positive). It never refuses a completion; it makes later admissions see the spend.
+    Raises ``ValueError`` when ``after`` changes an identity field (not a completion).
     """
     return charged(run, charge(before, after))
 
@@ -244,9 +255,13 @@ def charge(before: CanonicalRecord, after: CanonicalRecord) -> int:
     ``record_bytes(after) - record_bytes(before)`` when positive, else 0: the raw
     response, agent result and scope the completion stored. Computed once per
     completion and carried (kernel ``decide_completion`` gives it to the run and to
-    the effect).
+    the effect). A completion keeps the identity (ids, tool name, request: kernel
+    ``check_completion``, which raises ``ValueError`` for a pair that changes one), so
+    those sizes cancel out and only the outcome texts are measured
+    (:func:`~._sizes.outcome_bytes`): the request is never measured again.
     """
-    delta = record_bytes(after) - record_bytes(before)
+    check_completion(before, after)
+    delta = outcome_bytes(after) - outcome_bytes(before)
     return delta if delta > 0 else 0
 
 

@@ -107,7 +107,8 @@ def completion_charge(before: CanonicalRecord, after: CanonicalRecord) -> int:
     """UTF-8 bytes a completion ``before -> after`` adds to the run byte budget (CIS-RUN-6).
 
     ``max(0, record_bytes(after) - record_bytes(before))``: the raw response, agent
-    result and scope the completion stored. Never negative.
+    result and scope the completion stored. Never negative. Raises ``ValueError`` when
+    ``after`` changes an identity field (kernel ``check_completion``).
     """
     return charge(before, after)
 

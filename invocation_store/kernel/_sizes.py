@@ -1,10 +1,15 @@
 """UTF-8 byte sizing (CIS-SIZE-1). Sizes are measured, never truncated.
 
 ASCII text (the common case) is its length, which Python keeps, so measuring it costs
-nothing; other text is encoded, so the kernel measures a value once per decision
-that needs it and carries the size on (admission measures the request once for the
-budget and the record limit; a completion's charge is computed once for the run and
-the effect). Pure functions: no cache, nothing kept between calls.
+nothing; other text is encoded. So a value is measured once per decision that needs
+its size, and carried where one decision feeds the next: the request's size, measured
+by the caller of admission (a store, before its atomic step) or by admission itself,
+serves the Begin row's record limit and the byte budget (``request_bytes`` of
+:func:`~._admission.check_begin` and :func:`~._admission.admit`); a completion's
+charge measures only the outcome texts it adds (:func:`outcome_bytes`), never the
+request again. A limit far from a text's size is decided on its length alone
+(:func:`text_exceeds`: every code point is 1 to 4 bytes). Pure functions: no cache,
+nothing kept between calls.
 """
 
 from __future__ import annotations
@@ -14,7 +19,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._models import CanonicalRecord
 
-__all__ = ["record_bytes", "text_bytes", "text_exceeds", "utf8_len"]
+__all__ = [
+    "outcome_bytes",
+    "record_bytes",
+    "text_bytes",
+    "text_exceeds",
+    "utf8_len",
+]
 
 
 def utf8_len(text: str) -> int | None:
@@ -69,6 +80,11 @@ def _n(text: str | None) -> int:
     return str.__len__(text) if str.isascii(text) else text_bytes(text)
 
 
+def outcome_bytes(record: CanonicalRecord) -> int:
+    """Bytes of what a completion stores in a record: raw response, agent result, scope (CIS-RUN-6)."""
+    return _n(record.raw_response) + _n(record.agent_result) + _n(record.scope)
+
+
 def record_bytes(record: CanonicalRecord, request_bytes: int | None = None) -> int:
     """Bytes a record stores (CIS-SIZE-5): ids, tool name, request, raw, result, scope.
 
@@ -81,7 +97,5 @@ def record_bytes(record: CanonicalRecord, request_bytes: int | None = None) -> i
         + len(record.tool_call_id)
         + _n(record.tool_name)
         + (_n(record.request_json) if request_bytes is None else request_bytes)
-        + _n(record.raw_response)
-        + _n(record.agent_result)
-        + _n(record.scope)
+        + outcome_bytes(record)
     )

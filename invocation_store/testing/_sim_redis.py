@@ -165,6 +165,7 @@ _KNOWN: Final = frozenset(
         "hdel",
         "hincrby",
         "pexpire",
+        "pexpireat",
         "del",
         "rpush",
         "set",
@@ -189,8 +190,12 @@ _KNOWN: Final = frozenset(
 #: The commands whose ``TIME`` readings are decisions (reported through ``on_time``).
 _SCRIPTS: Final = frozenset({b"eval", b"evalsha", b"eval_ro", b"evalsha_ro", b"fcall", b"fcall_ro"})
 #: The commands a client's request can take effect through (for ``on_write``).
-_EFFECTS: Final = _SCRIPTS | {b"set", b"hset", b"rpush", b"rename", b"pexpire", b"exec", b"del", b"unlink"}
-_WRITES: Final = frozenset({b"eval", b"evalsha", b"set", b"hset", b"rpush", b"rename", b"pexpire"})
+_EFFECTS: Final = (
+    _SCRIPTS | {b"set", b"hset", b"rpush", b"rename", b"pexpire", b"pexpireat", b"exec", b"del"} | {b"unlink"}
+)
+_WRITES: Final = frozenset(
+    {b"eval", b"evalsha", b"set", b"hset", b"rpush", b"rename", b"pexpire", b"pexpireat"}
+)
 
 
 class _NodeSocket(FakeSocket):

@@ -31,6 +31,7 @@ from invocation_store.kernel import (
     record_bytes,
     remaining_ms,
     sweep_candidates,
+    utf8_len,
     without_raw,
 )
 
@@ -322,3 +323,34 @@ def test_without_raw_leaves_out_the_raw_response_only() -> None:
     assert attrs.evolve(light, raw_response=RAW) == holding
     waiting = begun()
     assert without_raw(waiting) is waiting
+
+
+def test_carried_request_sizes_decide_as_measured_ones() -> None:
+    """CIS-SIZE-1, CIS-SIZE-5, CIS-RUN-6: a request size the caller measured once and carried into
+    check_begin and admit decides exactly as the kernel's own measure, for ASCII and multi-byte text,
+    at the record limit and at the byte budget."""
+    for arguments in ('{"q": "abc"}', '{"q": "\u00e9\u4e2d\U0001f600"}'):
+        size = utf8_len(arguments)
+        assert size is not None
+        asked = request(request_json=arguments)
+        whole = len(RUN_ID) + len("call_1") + len(TOOL) + size
+        for limit in (whole - 1, whole):
+            limits = attrs.evolve(default_limits(), record_bytes=limit)
+            carried = check_begin(asked, limits, request_bytes=size)
+            assert carried == check_begin(asked, limits)
+            assert (carried is ErrorCode.REQUEST_TOO_LARGE) is (limit < whole)
+        for budget in (size - 1, size):
+            run = make_run(byte_budget=budget)
+            carried_admission = admit(run, None, asked, default_limits(), T0, request_bytes=size)
+            assert carried_admission == admit(run, None, asked, default_limits(), T0)
+            assert (carried_admission is ErrorCode.RUN_BYTES_EXHAUSTED) is (budget < size)
+
+
+def test_a_charge_measures_the_outcome_and_refuses_a_pair_that_is_no_completion() -> None:
+    """CIS-RUN-6: a completion's charge is record_bytes(after) - record_bytes(before), multi-byte
+    texts counted in UTF-8 bytes; a pair whose identity differs is not a completion: ValueError."""
+    before = begun(request_json='{"q": "\u4e2d\u6587"}')
+    after = with_raw(before, raw="\u00e9" * 10)
+    assert completion_charge(before, after) == record_bytes(after) - record_bytes(before) == 20
+    with pytest.raises(ValueError, match="request_json"):
+        completion_charge(before, attrs.evolve(after, request_json="{}"))

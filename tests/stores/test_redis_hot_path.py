@@ -21,7 +21,7 @@ pytestmark = pytest.mark.redis
 
 CALLS = 100
 #: The hot path of one invocation, per script (see the contracts in ``_redis_scripts``).
-CREATE_CALLS = {"time": 1, "hmget": 2, "rpush": 1, "hset": 2, "pexpire": 1}
+CREATE_CALLS = {"time": 1, "hmget": 2, "rpush": 1, "hset": 2, "pexpireat": 1}
 COMPLETE_CALLS = {"hmget": 2, "pttl": 1, "rpush": 1, "hset": 1, "set": 1, "hincrby": 1}
 
 
@@ -31,7 +31,7 @@ def _project(raw: object, args: Mapping[str, Any]) -> Projection:
 
 def test_an_invocation_runs_fourteen_commands_in_two_scripts() -> None:
     """CIS-STORE-9: a successful invocation is two EVALSHA (two round trips) whose
-    scripts run 7 commands each (create: TIME, HMGET run, HMGET record, RPUSH, HSET record, PEXPIRE
+    scripts run 7 commands each (create: TIME, HMGET run, HMGET record, RPUSH, HSET record, PEXPIREAT
     record, HSET run; complete: HMGET record, PTTL record, HMGET run, RPUSH, HSET record, SET raw,
     HINCRBY run), and nothing else reaches the server: no TYPE, no second PTTL, no GET."""
     spec = ToolSpec(name="t", executor=lambda _args: "r" * 4096, projector=_project)

@@ -29,7 +29,7 @@ from ._support import LIMITS, RUN, open_default_run, request
 pytestmark = pytest.mark.redis
 
 #: The commands the scripts write with (a subset of SCRIPT_WRITE_COMMANDS).
-WRITE_COMMANDS = ("HSET", "HDEL", "HINCRBY", "PEXPIRE", "DEL", "RPUSH", "SET", "RENAME")
+WRITE_COMMANDS = ("HSET", "HDEL", "HINCRBY", "PEXPIRE", "PEXPIREAT", "DEL", "RPUSH", "SET", "RENAME")
 
 
 def _keys(url: str) -> list[bytes]:

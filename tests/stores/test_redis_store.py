@@ -119,6 +119,48 @@ def test_a_record_is_one_hash_under_the_run_hash_tag(
     assert 0 < raw_left <= record_left  # the raw response never outlives its record
 
 
+def _expiries(client: redis.Redis, record: str, raw: str) -> tuple[int, int]:
+    """(record, raw) absolute expiries in ms (PEXPIRETIME, Redis 7.0+); on 6.2 the negated PTTLs
+    read in one MULTI (the record's first: a raw that lapses later then reads a larger PTTL)."""
+    if int(client.info("server")["redis_version"].split(".")[0]) >= 7:
+        pair = client.pipeline(transaction=True).pexpiretime(record).pexpiretime(raw).execute()
+    else:
+        left = client.pipeline(transaction=True).pttl(record).pttl(raw).execute()
+        pair = [-value for value in left]
+    return int(pair[0]), int(pair[1])
+
+
+@pytest.mark.parametrize("given_clock", [True, False], ids=["given clock", "server clock"])
+@pytest.mark.parametrize("raw_size", [10, core.STAGE_ABOVE_BYTES + 1], ids=["argument", "staged"])
+def test_a_raw_response_never_outlives_its_record(
+    private_redis_url: str, clock: FakeClock, given_clock: bool, raw_size: int
+) -> None:
+    """CIS-TTL-3: a raw response lapses with its record, never after it, completion after completion.
+
+    Redis 6.2 and 7.0 read the clock afresh at each command of a script: a raw written
+    with ``PX <the record's PTTL>`` outlived its record by a millisecond whenever the
+    clock ticked between the two commands. On the server's clock both lapse at the
+    same instant (the record's ``expires_at_ms``).
+    """
+    prefix = _prefix()
+    store = RedisStore.from_url(private_redis_url, prefix=prefix, clock=clock if given_clock else None)
+    try:
+        now = clock() if given_clock else store.now_ms()
+        open_default_run(store, now, tool_call_budget=100, byte_budget=10**9)
+        with redis.Redis.from_url(private_redis_url) as client:
+            for index in range(60):
+                record = admitted(store, request(f"call_{index}"))
+                done = ready(record, record.created_at_ms, raw="r" * raw_size)
+                assert store.complete(record, done) == done
+                key = record_key(prefix, RUN, f"call_{index}")
+                record_at, raw_at = _expiries(client, key, core.raw_key(prefix, RUN, f"call_{index}"))
+                assert raw_at <= record_at
+                if not given_clock and record_at > 0:
+                    assert raw_at == record_at == record.expires_at_ms
+    finally:
+        store.close()
+
+
 def test_stores_with_other_prefixes_do_not_meet(
     redis_store_factory: MakeRedisStore, clock: FakeClock
 ) -> None:
@@ -147,6 +189,9 @@ def test_ttl_set_once_reads_and_updates_never_touch_it(
         with monitored(private_redis_url) as on_create:
             record = admitted(store, request())
         pttls = [client.pttl(key)]
+        # The scripts go on the connection the store holds: the reads' pool connection is
+        # opened (its HELLO / CLIENT SETINFO handshake) before the reads are watched.
+        store.get_run(RUN)
         with monitored(private_redis_url) as on_reads:
             for _ in range(3):
                 store.get(RUN, "call_1")
@@ -387,9 +432,9 @@ def test_one_invocation_is_two_round_trips(
     warm = admitted(store, request("warm-up"))
     store.complete(warm, ready(warm, clock()))
     req = request("counted")
-    address = store._client.client_info()["addr"]  # the store's one connection
     with redis.Redis.from_url(private_redis_url) as client:
         client.ping()
+        admin = client.client_info()["addr"]
         with monitored(private_redis_url) as seen:
             client.config_resetstat()
             record = admitted(store, req)
@@ -398,12 +443,14 @@ def test_one_invocation_is_two_round_trips(
             stats = client.info("commandstats")
     assert stats["cmdstat_evalsha"]["calls"] == 2
     assert stats["cmdstat_evalsha"].get("failed_calls", 0) == 0  # Redis 6.2 does not count them
+    # Everything but this test's own CONFIG/INFO: the store's two scripts, on one connection.
     by_store = [
-        name_and_key(entry)[0]
+        (name_and_key(entry)[0], f"{entry['client_address']}:{entry['client_port']}")
         for entry in seen
-        if f"{entry['client_address']}:{entry['client_port']}" == address
+        if entry["client_type"] != "lua" and f"{entry['client_address']}:{entry['client_port']}" != admin
     ]
-    assert by_store == ["EVALSHA", "EVALSHA"]
+    assert [name for name, _ in by_store] == ["EVALSHA", "EVALSHA"]
+    assert len({address for _, address in by_store}) == 1
     in_scripts = {name_and_key(entry)[0].lower() for entry in seen if entry["client_type"] == "lua"}
     # CONFIG RESETSTAT is "config|resetstat" from Redis 7 on, "config" in Redis 6.2.
     counted = {name.removeprefix("cmdstat_") for name in stats} - {"evalsha", "config|resetstat", "config"}
@@ -423,6 +470,7 @@ def test_large_raw_responses_are_staged_and_never_left_behind(
     open_default_run(store, clock(), byte_budget=10_000_000)
     record = admitted(store, request("staged"))
     key = record_key(store.prefix, RUN, "staged")
+    store.get(RUN, "staged")  # opens the pool connection the staging pipeline uses (HELLO)
     with redis.Redis.from_url(private_redis_url) as client:
         with monitored(private_redis_url) as seen:
             done = ready(record, clock(), raw=big)
@@ -444,14 +492,58 @@ def test_large_raw_responses_are_staged_and_never_left_behind(
         assert list(client.scan_iter(match=f"{store.prefix}:*:stage:*")) == []
 
 
+def test_the_held_connection_serves_one_caller_at_a_time_and_goes_back_to_the_pool(
+    private_redis_url: str, clock: FakeClock
+) -> None:
+    """CIS-STORE-9: the store holds one pool connection for its scripts; callers that find it taken
+    (threads here) use pool connections, every call is answered once and right, and close() gives
+    the held connection back. A pool of fewer than 8 connections is never held from."""
+    client = redis.Redis.from_url(private_redis_url)
+    store = RedisStore(client, prefix=_prefix(), clock=clock)
+    open_default_run(store, clock(), tool_call_budget=400)
+    pool: Any = client.connection_pool
+    errors: list[BaseException] = []
+
+    def creates(worker: int) -> None:
+        try:
+            for index in range(40):
+                created = admitted(store, request(f"w{worker}_{index}"))
+                assert store.complete(created, ready(created, clock())) is not None
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=creates, args=(worker,)) for worker in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(store.calls(RUN)) == len(store.completed(RUN)) == 6 * 40
+    assert len(pool._in_use_connections) == 1  # the held one; the others went back
+    store.close()
+    assert len(pool._in_use_connections) == 0
+    client.close()
+    # One connection in all: were it held, the read after the create would wait for it in vain.
+    tight = redis.Redis(
+        connection_pool=redis.BlockingConnectionPool.from_url(private_redis_url, max_connections=1, timeout=1)
+    )
+    small = RedisStore(tight, prefix=_prefix(), clock=clock)
+    open_default_run(small, clock())
+    created = admitted(small, request("call_1"))
+    assert small.get(RUN, "call_1") == created
+    small.close()
+    tight.close()
+
+
 def test_round_trips_counted_on_the_socket(
     redis_store_factory: MakeRedisStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """CIS-STORE-9: two socket writes per invocation, also with a large raw response (SET rides along)."""
     store = redis_store_factory(clock)
     open_default_run(store, clock(), byte_budget=10_000_000)
-    warm = admitted(store, request("warm"))
-    store.complete(warm, ready(warm, clock()))
+    for raw in ("small", "L" * (core.STAGE_ABOVE_BYTES * 4)):  # both connections opened
+        warm = admitted(store, request(f"warm-{len(raw)}"))
+        store.complete(warm, ready(warm, clock(), raw=raw))
     sends: list[int] = []
     original = redis.connection.Connection.send_packed_command
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -71,6 +73,7 @@ from .._redis_scripts import (
     RUN_FIELDS,
     UNDO_OPEN_SCRIPT,
 )
+from .._redis_send import HOLD_MIN_POOL, pack
 from .._redis_server import (
     POLICY_CHECK_INTERVAL_MS,
     VERSION_INFO,
@@ -88,6 +91,49 @@ from ..memory import wall_clock_ms
 __all__ = ["AsyncRedisStore"]
 
 T = TypeVar("T")
+
+#: The staging key's lifetime as a command argument (``core.STAGE_TTL_MS``).
+_STAGE_TTL = str(core.STAGE_TTL_MS)
+
+
+class AsyncHeldConnection:
+    """One pool connection a store keeps between its hot-path calls (CIS-STORE-9).
+
+    Taken from the client's pool on first use (and again in a forked child, whose
+    parent's socket it never touches), given back by :meth:`release`. ``lock`` lets
+    one caller at a time use it: a caller that finds it taken uses a pool connection.
+    A connection the pool disconnects (``client.close()``) reconnects on its next use.
+    """
+
+    def __init__(self, pool: Any) -> None:
+        self.lock = threading.Lock()
+        self._pool = pool
+        self._connection: Any = None
+        self._pid = 0
+
+    async def connection(self) -> Any:
+        """The held connection (taken from the pool if this process holds none). Call with ``lock`` held."""
+        if self._connection is None or self._pid != os.getpid():
+            self._connection = await self._pool.get_connection()
+            self._pid = os.getpid()
+        return self._connection
+
+    async def release(self) -> None:
+        """Give the held connection back to the pool (this process's only), unless a call is using it.
+
+        Never waits for ``lock`` (an asyncio caller holds it across its round trip):
+        a connection in use at that moment is only forgotten, and the pool closes it
+        when the client is closed.
+        """
+        if not self.lock.acquire(blocking=False):
+            self._connection = None
+            return
+        try:
+            connection, self._connection = self._connection, None
+            if connection is not None and self._pid == os.getpid():
+                await self._pool.release(connection)
+        finally:
+            self.lock.release()
 
 
 class AsyncRedisStore:
@@ -159,7 +205,11 @@ class AsyncRedisStore:
         self._execute: AsyncCommand = client.execute_command
         # The scripts go on a held pool connection unless the client pins one itself.
         holds = not self._cluster and getattr(client, "connection", None) is None
+        self._holds = holds
         self._send: AsyncCommand = self._send_held if holds else self._execute
+        pool: Any = getattr(client, "connection_pool", None)
+        roomy = holds and getattr(pool, "max_connections", 0) >= HOLD_MIN_POOL
+        self._held = AsyncHeldConnection(pool) if roomy else None
         self._open: AsyncScript = client.register_script(OPEN_RUN_SCRIPT)
         self._end: AsyncScript = client.register_script(END_RUN_SCRIPT)
         self._create: AsyncScript = client.register_script(CREATE_SCRIPT)
@@ -761,28 +811,59 @@ class AsyncRedisStore:
             return await self._send("EVALSHA", script.sha, *command)
 
     async def _send_held(self, *args: bytes | str) -> object:
-        """One command on a pool connection held for it: packed once, sent, its reply read.
+        """One command on the store's held connection (a pool connection otherwise): packed once, sent, read.
 
-        The cheapest path redis-py offers for the two hot scripts (CIS-STORE-9): no
-        per-command option handling, retry wrapper or client-side metrics (the store's
-        ``_io`` retries; its log names failures). Error replies raise as with
-        ``execute_command`` (``NoScriptError`` included); a failed connection is
-        disconnected before it goes back to the pool.
+        The cheapest path redis-py offers for the two hot scripts (CIS-STORE-9): see
+        :meth:`_exchange`. An error reply raises as with ``execute_command``
+        (``NoScriptError`` included).
         """
-        client = self._client
-        if isinstance(client, redis.asyncio.cluster.RedisCluster):  # pragma: no cover - never held
-            return await self._execute(*args)
-        pool: Any = client.connection_pool  # redis-py leaves the pool's methods untyped
-        connection: Any = await pool.get_connection()
+        (reply,) = await self._exchange((args,))
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+        return reply
+
+    async def _exchange(self, commands: tuple[tuple[bytes | str, ...], ...]) -> list[object]:
+        """``commands`` written in one go, their replies read in order (error replies as values).
+
+        The command packed in one call (``_redis_send.pack``: hiredis' packer when the
+        client encodes as UTF-8), written with ``send_packed_command`` and the replies
+        read on the connection the store holds between calls, so that no pool
+        hand-over (its lock, its readiness probe of the socket) is paid per command;
+        no per-command option handling, retry wrapper or client-side metrics (the
+        store's ``_io`` retries; its log names failures). One caller at a time uses the
+        held connection (a non-blocking lock); a concurrent one takes a pool connection
+        as before. A connection that failed or was interrupted mid-exchange is
+        disconnected (it reconnects on its next use, never reading a stale reply).
+        """
+        held = self._held
+        if held is not None and held.lock.acquire(blocking=False):
+            try:
+                return await self._exchange_on(await held.connection(), commands)
+            finally:
+                held.lock.release()
+        pool: Any = getattr(self._client, "connection_pool", None)  # untyped in redis-py
+        connection = await pool.get_connection()
         try:
-            await connection.send_packed_command(connection.pack_command(*args))
-            reply: object = await connection.read_response()
+            return await self._exchange_on(connection, commands)
+        finally:
+            await pool.release(connection)
+
+    @staticmethod
+    async def _exchange_on(connection: Any, commands: tuple[tuple[bytes | str, ...], ...]) -> list[object]:
+        try:
+            await connection.send_packed_command(
+                [part for command in commands for part in pack(connection, command)]
+            )
+            replies: list[object] = []
+            for _command in commands:
+                try:
+                    replies.append(await connection.read_response())
+                except redis.ResponseError as exc:  # an error reply, read whole: the next one is intact
+                    replies.append(exc)
+            return replies
         except BaseException:
             await connection.disconnect()
             raise
-        finally:
-            await pool.release(connection)
-        return reply
 
     async def _recheck(self) -> None:
         """After NOSCRIPT (a restarted or flushed server): judge the server again and reload the scripts.
@@ -802,10 +883,14 @@ class AsyncRedisStore:
             await self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
             return await self._evalsha(self._complete, call.command)
         for attempt in range(2):
-            pipe = self._client.pipeline(transaction=False)
-            pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-            pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
-            reply = (await pipe.execute(raise_on_error=False))[1]
+            if self._holds:  # both on the store's connection, in one write (its str packed as UTF-8 once)
+                staging = ("SET", stage, call.staged, "NX", "PX", _STAGE_TTL)
+                _, reply = await self._exchange((staging, ("EVALSHA", self._complete.sha, *call.command)))
+            else:
+                pipe = self._client.pipeline(transaction=False)
+                pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
+                pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
+                reply = (await pipe.execute(raise_on_error=False))[1]
             if isinstance(reply, NoScriptError) and attempt == 0:
                 await self._recheck()  # the staged value waits for the retry (SET NX)
                 continue
@@ -1053,6 +1138,8 @@ class AsyncRedisStore:
         raise failure
 
     async def close(self) -> None:
-        """Close the client if the store built it; a given client stays open."""
+        """Give the held connection back; close the client if the store built it (a given one stays open)."""
+        if self._held is not None:
+            await self._held.release()
         if self._owns_client:
             await self._client.aclose()
