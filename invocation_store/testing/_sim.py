@@ -45,6 +45,7 @@ from attrs import define, field, frozen
 from .. import _deadline
 from .._completion import CompletionRetry
 from .._decided import watch_decisions
+from .._logs import package_logger
 from ..adapters import AsyncRedisStore, StoreUnavailableError
 from ..adapters._async.protocol import async_decision_clock
 from ..adapters._redis_flavour import AsyncRedisFlavour
@@ -697,7 +698,7 @@ class _Simulation:
         self.attempts = 0
         self.token_attempts: dict[str, _Attempt] = {}
         self.rng = random.Random(schedule.seed * 31 + 7)  # noqa: S311 - repeatable fault choices
-        self.logger = logging.getLogger("invocation_store.testing.simulation")
+        self.logger = package_logger("invocation_store.testing.simulation")
         self.registry = self._registry()
         self.redis: SimRedisDeployment | None = None
         self.memory: _SharedMemoryStore | None = None

@@ -11,11 +11,13 @@ import contextlib
 import importlib
 import logging
 import pkgutil
+import re
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from opentelemetry import trace
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+import invocation_store
 from invocation_store import (
     AsyncMemoryStore,
     AsyncToolBoundary,
@@ -37,7 +40,7 @@ from invocation_store import (
     ToolRegistry,
     ToolSpec,
 )
-from invocation_store._logs import CallIdsFilter
+from invocation_store._logs import PACKAGE_LOGGERS, CallIdsFilter
 from invocation_store.adapters.redis import RedisStore
 from invocation_store.boundary._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES
 
@@ -542,3 +545,18 @@ assert [span.attributes["gen_ai.tool.call.id"] for span in spans] == ["c2"], spa
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_no_module_makes_a_package_logger_the_filter_misses() -> None:
+    """CIS-OBS-2: a logger made at run time (not at import: a simulation's, a worker's) gets the filter
+    too. Every ``logging.getLogger("invocation_store...")`` in the package names a logger of
+    ``_logs.PACKAGE_LOGGERS``; any other is made with ``package_logger``, which installs it."""
+    package = Path(invocation_store.__file__).parent
+    pattern = re.compile(r"""logging\.getLogger\(\s*["'](invocation_store[\w.]*)["']""")
+    stray = sorted(
+        f"{path.relative_to(package)}: {name}"
+        for path in package.rglob("*.py")
+        for name in pattern.findall(path.read_text(encoding="utf-8"))
+        if name not in PACKAGE_LOGGERS
+    )
+    assert stray == [], "make these with invocation_store._logs.package_logger"
