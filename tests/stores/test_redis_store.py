@@ -508,7 +508,8 @@ def test_the_held_connection_serves_one_caller_at_a_time_and_goes_back_to_the_po
         try:
             for index in range(40):
                 created = admitted(store, request(f"w{worker}_{index}"))
-                assert store.complete(created, ready(created, clock())) is not None
+                done = ready(created, clock())
+                assert store.complete(created, done) == done
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
             errors.append(exc)
 
