@@ -91,6 +91,7 @@ _COMMAND_INFO: Final = {
     b"hdel": (-3, (b"write", b"fast"), 1, 1, 1),
     b"hincrby": (4, (b"write", b"denyoom", b"fast"), 1, 1, 1),
     b"pexpire": (3, (b"write", b"fast"), 1, 1, 1),
+    b"pexpireat": (3, (b"write", b"fast"), 1, 1, 1),
     b"del": (-2, (b"write",), 1, -1, 1),
     b"rpush": (-3, (b"write", b"denyoom", b"fast"), 1, 1, 1),
     b"set": (-3, (b"write", b"denyoom"), 1, 1, 1),

@@ -43,6 +43,7 @@ from invocation_store.kernel import Admission, ErrorCode, EvidenceStatus, Projec
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
+from . import _old_redis
 from ._old_redis import OldRedis, old_redis
 from ._support import LIMITS, RUN, TTL_MS, admitted, open_default_run, ready, record_key, request
 
@@ -612,3 +613,36 @@ def test_a_down_server_is_answered_within_the_retry_budget(clock: FakeClock) -> 
         return waited
 
     assert asyncio.run(async_side()) <= 0.5 + 0.5
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_old_server_with_a_renamed_command_still_gets_the_version_error(
+    monkeypatch: pytest.MonkeyPatch, flavour: str
+) -> None:
+    """CIS-DUR-8, CIS-DUR-6: a Redis 5 whose operator renamed a command the scripts use (its COMMAND
+    INFO entry is nil, which redis-py's RESP2 fallback cannot even parse) is refused for its version,
+    not as an unreachable store: whatever the server check fails on, an old server is named as such."""
+    monkeypatch.delitem(_old_redis._COMMAND_INFO, b"pexpireat")
+    server = _old_redis.FakeRedis5()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    expected = f"requires Redis >= 6.2, found {_old_redis.FAKE_VERSION}"
+    try:
+        if flavour == "sync":
+            store = RedisStore.from_url(url)
+            with pytest.raises(UnsupportedRedisError) as caught:
+                store.check_server()
+            store.close()
+        else:
+
+            async def check() -> None:
+                async_store = AsyncRedisStore.from_url(url)
+                try:
+                    await async_store.check_server()
+                finally:
+                    await async_store.close()
+
+            with pytest.raises(UnsupportedRedisError) as caught:
+                asyncio.run(check())
+        assert expected in str(caught.value)
+    finally:
+        server.close()

@@ -339,19 +339,24 @@ def _failing_server(kind: str) -> Iterator[tuple[str, Callable[[], None]]]:
         yield url, fail
 
 
-class _Connects:
-    """Counts the connections a store's pool hands out (each send after a failure takes a new one)."""
+class _Sends:
+    """Counts the create script's sends through a store's script sender (``_send``), then sends it."""
 
-    def __init__(self, pool: Any) -> None:
-        self.inner = pool.get_connection
+    def __init__(self, send: Callable[..., Any], sha: str) -> None:
+        self.inner = send
+        self.sha = sha
         self.count = 0
 
+    def _counted(self, args: tuple[Any, ...]) -> None:
+        if len(args) > 1 and args[0] == "EVALSHA" and args[1] == self.sha:
+            self.count += 1
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.count += 1
+        self._counted(args)
         return self.inner(*args, **kwargs)
 
     async def async_call(self, *args: Any, **kwargs: Any) -> Any:
-        self.count += 1
+        self._counted(args)
         return await self.inner(*args, **kwargs)
 
 
@@ -371,8 +376,8 @@ def test_a_down_or_stalled_server_is_answered_within_the_budget_plus_one_round_t
         if flavour == "sync":
             store = RedisStore.from_url(url, prefix="failing", clock=clock, **options)
             open_default_run(store, clock())
-            connects = _Connects(store._client.connection_pool)
-            store._client.connection_pool.get_connection = connects
+            connects = _Sends(store._send, store._create.sha)
+            store._send = connects
             fail()
             started = time.monotonic()
             with pytest.raises(StoreUnavailableError) as caught:
@@ -382,14 +387,14 @@ def test_a_down_or_stalled_server_is_answered_within_the_budget_plus_one_round_t
             error = caught.value
         else:
 
-            async def scenario() -> tuple[float, StoreUnavailableError, _Connects]:
+            async def scenario() -> tuple[float, StoreUnavailableError, _Sends]:
                 store = AsyncRedisStore.from_url(url, prefix="failing", clock=clock, **options)
                 opened = await store.open_run(
                     RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
                 )
                 assert not isinstance(opened, ErrorCode)
-                counter = _Connects(store._client.connection_pool)
-                store._client.connection_pool.get_connection = counter.async_call
+                counter = _Sends(store._send, store._create.sha)
+                store._send = counter.async_call
                 fail()
                 started = time.monotonic()
                 with pytest.raises(StoreUnavailableError) as raised:

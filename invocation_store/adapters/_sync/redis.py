@@ -402,11 +402,9 @@ class RedisStore:
         except StoreUnavailableError as exc:  # a refusal: the message names what to change
             report_failure("check_server", exc)
             failure = exc
-        except (redis.ResponseError, redis.ConnectionError) as exc:
+        except FAILURES as exc:  # an old server fails in many ways (its replies parsed as RESP2 too)
             old = None if self._cluster else self._old_server(self._client)  # type: ignore[arg-type]
             failure = old or StoreUnavailableError(report_failure("check_server", exc))
-        except FAILURES as exc:
-            failure = StoreUnavailableError(report_failure("check_server", exc))
         if failure is not None:
             raise failure
         self._ready = self._checked = self._versioned = True
