@@ -22,9 +22,9 @@ from ..kernel import (
     completion_charge,
     decide_completion,
     is_safe_id,
+    text_exceeds,
     utf8_len,
 )
-from ..kernel._sizes import text_exceeds
 from ._redis_decode import (
     MAX_EXACT_INT,
     CorruptReplyError,

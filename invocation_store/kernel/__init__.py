@@ -63,7 +63,7 @@ from ._refs import (
     project_progress,
 )
 from ._runs import RUN_TRANSITIONS, RunOp, cancel_run, check_run_parameters, close_run, open_run
-from ._sizes import record_bytes, text_bytes, utf8_len
+from ._sizes import record_bytes, text_bytes, text_exceeds, utf8_len
 from ._state import (
     FAILURE_CODES,
     IDENTITY_FIELDS,
@@ -174,6 +174,7 @@ __all__ = [
     "run_usage_after",
     "sweep_candidates",
     "text_bytes",
+    "text_exceeds",
     "transition",
     "utf8_len",
     "without_raw",
