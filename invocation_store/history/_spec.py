@@ -195,8 +195,10 @@ def _answered_after_own_attempt(op: HistoryOp) -> bool:
     result = op.result
     if op.name == "create":  # the retry finds its own record: replayed
         return isinstance(result, Admission) and result.replayed
-    if op.name in ("open_run", "cancel_run", "close_run"):  # the retry finds the run as it left it
-        return isinstance(result, RunState)
+    if op.name in ("open_run", "cancel_run", "close_run"):
+        # The retry finds the run as its own attempt left it, or moved on by another
+        # operation since (an open closed meanwhile is refused): either answer shows it.
+        return isinstance(result, RunState) or result is ErrorCode.INVALID_TRANSITION
     if op.name == "complete":  # the retry finds its own write moved on by another completion
         _before, after = op.args
         return result is ErrorCode.INVALID_TRANSITION and not after.terminal
@@ -215,9 +217,10 @@ def earlier_attempts(ops: Sequence[HistoryOp], optional: Collection[int] = ()) -
     a completion charging a cancelled run), and the answer is the kernel's at B. It
     shows the earlier attempt only where the kernel's answer to a repeated write
     differs from a refusal: a create ``replayed``, an open, cancel or close answered
-    with the run, a non-terminal completion answered INVALID_TRANSITION (its own
-    write moved on). For each such write (with a known result, not in ``optional``)
-    the checker adds its earlier attempt: the same write as an operation of unknown
+    with the run or INVALID_TRANSITION (its own write moved on by another), a
+    non-terminal completion answered INVALID_TRANSITION (its own write moved on). For
+    each such write (with a known result, not in ``optional``) the checker adds its
+    earlier attempt: the same write as an operation of unknown
     outcome, invoked with it, that may take effect only before the write itself.
     """
     return [

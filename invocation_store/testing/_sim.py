@@ -266,6 +266,7 @@ class _Attempt:
     tool_call_id: str
     token: str | None = None
     number: int = 0
+    started_ms: int = 0
     answered_ms: int | None = None
 
 
@@ -288,6 +289,7 @@ class _Op:
     server_times: list[int] = field(factory=list)
     decided_at: int | None = None  # what the store reported it decided at (``_decided``)
     reached: bool = False  # a request of it reached the store (else it certainly took no effect)
+    script_times: list[int] = field(factory=list)  # the server's time at each of its script runs
 
 
 _TASK: Final[contextvars.ContextVar[tuple[str, _Attempt | None]]] = contextvars.ContextVar(
@@ -735,9 +737,11 @@ class _Simulation:
             tag.reached = True  # a memory store's application, or a script's TIME
 
     @staticmethod
-    def _write_received(tag: object) -> None:
+    def _write_received(tag: object, script_ms: int | None) -> None:
         if isinstance(tag, _Op):
             tag.reached = True
+            if script_ms is not None:
+                tag.script_times.append(script_ms)
 
     # -- building ------------------------------------------------------------------------------
 
@@ -1029,6 +1033,7 @@ class _Simulation:
             run_id=key[0],
             tool_call_id=key[1],
             number=self.attempts,
+            started_ms=self.true_ms(),
         )
         process, _ = _TASK.get()
         _TASK.set((process, attempt))
@@ -1271,8 +1276,10 @@ class _Simulation:
                 and earlier is not None
                 and earlier is not attempt
                 and (earlier.host, earlier.incarnation) == (attempt.host, attempt.incarnation)
+                # The harness sent this call again after the earlier attempt had answered: a
+                # re-send made while that attempt still ran is a duplicate still running.
                 and earlier.answered_ms is not None
-                and earlier.answered_ms <= at_ms
+                and earlier.answered_ms <= attempt.started_ms
                 and version.token not in executed_tokens
             ):
                 self.violations.append(
@@ -1412,6 +1419,15 @@ class _Simulation:
         result = op.result
         if op.name == "create" and isinstance(result, Admission):
             return result.record.created_at_ms
+        if op.name == "open_run" and op.script_times:
+            # Its first script run opens the run (the answer may be a retry's, which finds the
+            # run as that attempt left it or moved on): the open is replayed at that time.
+            return op.script_times[0]
+        if op.name == "complete" and op.script_times:
+            # A completion decides inside its script, on the server's clock: the answer is the
+            # last attempt's (a lost reply's attempt may have applied it first, then the retry
+            # answers as a replay); an unknown outcome's first attempt applies it.
+            return op.script_times[0] if op.failed is not None else op.script_times[-1]
         if op.decided_at is not None and op.failed is None:  # the store said when it decided
             return op.decided_at
         if op.server_times:  # an unknown outcome that reached the store: its first application

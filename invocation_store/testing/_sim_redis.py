@@ -237,7 +237,7 @@ class _NodeSocket(FakeSocket):
         _SHIM.on_time_command = node.time_command_read if name in _SCRIPTS else None
         node.current_tag = self.tag
         if at_s is None and name in _EFFECTS and node.deployment.on_write is not None:
-            node.deployment.on_write(self.tag)
+            node.deployment.on_write(self.tag, node.time_ms() if name in _SCRIPTS else None)
         try:
             if (
                 name in _NODE_COMMANDS or (name == b"hello" and len(fields) == 1)
@@ -504,8 +504,9 @@ class SimRedisDeployment:
     ``flavour`` one of :data:`SERVER_FLAVOURS`; ``repl_delay_ms`` a callable drawing
     each write's replication delay; ``on_change(node)`` is called after every command
     that changed a master's data; ``on_time(tag, ms)`` after each ``TIME`` a script read (its decision time);
-    ``on_reset(node)`` when a node drops its connections; ``on_write(tag)`` before a master
-    runs a write or a script sent by a client (the request may take effect from then on);
+    ``on_reset(node)`` when a node drops its connections; ``on_write(tag, ms)`` before a master
+    runs a write or a script sent by a client (the request may take effect from then on;
+    ``ms`` the node's time for a script, which decides at it, else None);
     ``password``: ``requirepass``.
     """
 
@@ -520,7 +521,7 @@ class SimRedisDeployment:
         on_change: Callable[[SimRedisNode], None],
         on_time: Callable[[object, int], None],
         on_reset: Callable[[SimRedisNode], None],
-        on_write: Callable[[object], None] | None = None,
+        on_write: Callable[[object, int | None], None] | None = None,
         password: str = "",
     ) -> None:
         if persistence not in PERSISTENCE or flavour not in SERVER_FLAVOURS:

@@ -13,6 +13,7 @@ from invocation_store.kernel import (
     RunState,
     SweptStale,
     cancel_run,
+    close_run,
     decide_completion,
     transition,
 )
@@ -337,6 +338,23 @@ def test_a_retried_create_may_answer_after_other_operations_took_effect() -> Non
     b.call(2, "create", replay, **create_args(req))
     b.call(4, "complete", swept, before=adm.record, after=swept)
     b.call(5, "create", other_adm, **create_args(other))
+    assert b.check().violation is not None
+
+
+def test_a_retried_open_may_find_its_run_closed_by_another() -> None:
+    """CIS-HIST-2, CIS-RETRY-3: an open whose first attempt opened the run (its reply lost), then
+    another process closed it, and the retry was refused INVALID_TRANSITION (an open on a live
+    closed run): linearizable. The same refusal with no run opened before the close is not."""
+    closed = close_run(opened(), T0)
+    assert isinstance(closed, RunState)
+    b = Builder()
+    first = b.invoke(1, "open_run", **open_args())  # the first attempt opens; its reply is lost
+    b.call(2, "close_run", closed, run_id="run-1")
+    b.ok(first, ErrorCode.INVALID_TRANSITION)  # the retry finds the run closed
+    assert b.check().violation is None
+    b = Builder()
+    b.call(2, "close_run", closed, run_id="run-1")  # nothing opened it: a close of no run
+    b.call(1, "open_run", ErrorCode.INVALID_TRANSITION, **open_args())
     assert b.check().violation is not None
 
 
