@@ -258,20 +258,24 @@ class InFlight:
 
 #: A re-send of this call's held create is in flight: its outcome is still unknown (CIS-BND-7).
 IN_FLIGHT: Final = InFlight()
+#: This call's first create is being sent by this boundary right now: the call is in progress.
+SENDING: Final = InFlight()
 
 
 class HeldCreates(_Held[HeldCreate]):
     """The creates a boundary holds, their outcome unknown, by (run_id, tool_call_id) (CIS-BND-7).
 
-    A held create being sent again is *in flight*: it stays this boundary's until the
-    send ends (:meth:`release`), or is held again (:meth:`hold`). Meanwhile another
-    re-send of the same call gets :data:`IN_FLIGHT`, never a fresh invocation token:
-    a new token could only be refused by the store as a duplicate of the first.
+    A create being sent (a fresh one, :meth:`begin`, or a held one sent again,
+    :meth:`take`) is *in flight*: it stays this boundary's until the send ends
+    (:meth:`release`), or is held (:meth:`hold`). Meanwhile another send of the same
+    call gets :data:`IN_FLIGHT` (or False from :meth:`begin`), never a fresh invocation
+    token: a new token could only be refused by the store as a duplicate of the first.
     """
 
     def __init__(self, policy: CompletionRetry = DEFAULT_COMPLETION_RETRY) -> None:
         super().__init__(policy)
         self._in_flight: dict[tuple[str, str], HeldCreate] = {}
+        self._fresh: set[tuple[str, str]] = set()  # in flight on their first send (begin)
 
     def hold(self, held: HeldCreate) -> None:
         """Keep ``held``, newest last; the oldest go past the bound.
@@ -281,22 +285,48 @@ class HeldCreates(_Held[HeldCreate]):
         """
         key = held.key
         with self._lock:
-            self._in_flight.pop(key, None)
+            if self._in_flight.get(key) == held:
+                del self._in_flight[key]
+                self._fresh.discard(key)
             current = self._held.get(key)
             if current is not None and current.request.invocation_token != held.request.invocation_token:
                 return
         self._keep(key, held)
 
+    def begin(self, fresh: HeldCreate) -> bool:
+        """Mark the first send of a fresh create in flight; False if this call's create already is.
+
+        Atomic: of two concurrent sends of one call (same tool and arguments) from this
+        boundary, one is in flight and the other is told so (False), so that this
+        boundary never has two tokens of one call whose fates it would have to tell
+        apart. Another call under the same id (other tool or arguments) is not this
+        call: True, and it is sent as the duplicate it is (the first stays in flight).
+        End it with :meth:`release` (answered) or :meth:`hold` (outcome unknown).
+        """
+        key = fresh.key
+        with self._lock:
+            flying = self._in_flight.get(key)
+            if flying is None:
+                self._in_flight[key] = fresh
+                self._fresh.add(key)
+                return True
+            return not (
+                flying.request.tool_name == fresh.request.tool_name
+                and flying.request.request_json == fresh.request.request_json
+            )
+
     def release(self, held: HeldCreate) -> None:
         """The send of ``held`` ended with an answer: it is no longer in flight (nor held)."""
         with self._lock:
-            if self._in_flight.get(held.key) is held:
+            if self._in_flight.get(held.key) == held:
                 del self._in_flight[held.key]
+                self._fresh.discard(held.key)
 
     def drop(self, run_id: str, tool_call_id: str) -> bool:
         """Forget the create held (or in flight) for this call; True if there was one."""
         with self._lock:
             flying = self._in_flight.pop((run_id, tool_call_id), None) is not None
+            self._fresh.discard((run_id, tool_call_id))
         return super().drop(run_id, tool_call_id) or flying
 
     def take(
@@ -305,7 +335,8 @@ class HeldCreates(_Held[HeldCreate]):
         """The create held for this call if the call re-sends it (same tool and arguments), now in flight.
 
         Atomic: of two concurrent re-sends, one takes it and the other gets
-        :data:`IN_FLIGHT` until the first one's send ends. Another call under the same
+        :data:`IN_FLIGHT` until the first one's send ends; while the call's first create
+        is being sent (:meth:`begin`), :data:`SENDING`. Another call under the same
         id (other tool or arguments) is not a re-send: None, and the held create stays.
         """
         if not self._held and not self._in_flight:  # nothing held: the common case costs no lock
@@ -315,7 +346,9 @@ class HeldCreates(_Held[HeldCreate]):
             flying = self._in_flight.get(key)
             if flying is not None:
                 same = flying.request.tool_name == tool_name and flying.request.request_json == request_json
-                return IN_FLIGHT if same else None
+                if not same:
+                    return None
+                return SENDING if key in self._fresh else IN_FLIGHT
             held = self._held.get(key)
             if (
                 held is None

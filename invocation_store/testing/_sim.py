@@ -1350,15 +1350,16 @@ class _Simulation:
                 )
 
     def excluded_runs(self) -> set[str]:
-        """Runs the history check leaves out: data lost by a fault, or a create refused as not durable.
+        """Runs the history check leaves out: data lost by a fault, a create or open refused not durable.
 
         The history's sequential specification (the kernel) knows neither a store that
-        loses data nor the store's own move of a record it could not make durable to
-        ERROR/DURABILITY_NOT_REACHED (a write no operation of the history performs).
+        loses data nor the store's own take-back of a write it could not make durable (a
+        record moved to ERROR/DURABILITY_NOT_REACHED, a run it opened deleted again):
+        writes no operation of the history performs.
         """
         excluded = set(self.ledger.lost_runs)
         for op in self.ops:
-            if op.name == "create" and op.result is ErrorCode.DURABILITY_NOT_REACHED:
+            if op.name in ("create", "open_run") and op.result is ErrorCode.DURABILITY_NOT_REACHED:
                 excluded.add(op.run_id)
         return excluded
 

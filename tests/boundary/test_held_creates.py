@@ -22,7 +22,7 @@ from invocation_store import (
     StoreUnavailableError,
     ToolRegistry,
 )
-from invocation_store.adapters import CorruptRecordError, ForwardingStore
+from invocation_store.adapters import CorruptRecordError, ForwardingStore, UnsafeServerError
 from invocation_store.kernel import Admission, AdmissionRequest, ErrorCode, InvocationStatus, Limits
 from invocation_store.testing import FakeClock
 
@@ -222,6 +222,69 @@ def test_a_resend_while_the_held_create_is_in_flight_draws_no_new_token(clock: F
     assert {request.invocation_token for request in store.creates} == {token}
     assert len(executor.calls) == 1
     assert boundary.pending_creates() == ()
+
+
+def test_a_call_sent_twice_at_once_sends_one_create(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-ID-5: the harness sends one call twice at once from one boundary: the second
+    is CALL_IN_PROGRESS without a token of its own or a send, so when the first loses its reply the
+    held create is the only token of the call and the next re-send runs the tool once (two fresh
+    tokens in flight could leave the wrong one held: the re-send then refused, the tool never run)."""
+    store = _BlockingLosingStore(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.hold_next, store.lose = True, 1
+    results: list[Any] = []
+    first = threading.Thread(target=lambda: results.append(boundary.invoke(context, envelope("call_1"))))
+    first.start()
+    assert store.entered.wait(10)
+    meanwhile = boundary.invoke(context, envelope("call_1"))
+    assert meanwhile.code is ErrorCode.CALL_IN_PROGRESS
+    store.go.set()
+    first.join(10)
+    assert results[0].code is ErrorCode.STORE_UNAVAILABLE  # landed, reply lost: held
+    assert len(store.creates) == 1  # the second sent nothing
+    token = store.creates[0].invocation_token
+    again = boundary.invoke(context, envelope("call_1"))
+    assert again.ok, again
+    assert store.creates[-1].invocation_token == token
+    assert len(executor.calls) == 1
+
+
+class _RefusedBeforeSending(LosingStore):
+    """A LosingStore whose creates raise ``UnsafeServerError`` before reaching the store while
+    ``refuse`` > 0 (a server check that failed: permanent until the operator acts)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.refuse = 0
+
+    def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        if self.refuse > 0:
+            self.refuse -= 1
+            raise UnsafeServerError("maxmemory-policy allkeys-lru: set it to noeviction")
+        return super().create(request, limits)
+
+
+def test_a_held_create_stays_held_when_a_resend_is_refused_before_sending(clock: FakeClock) -> None:
+    """CIS-BND-7: a re-send of a held create that the store refuses before sending it (a permanent
+    fault: the server's eviction policy) learns nothing of the first attempt's fate, so the create
+    stays held with its token; once the operator fixed the server, the next re-send runs the tool
+    once, never CALL_IN_PROGRESS against its own record."""
+    store = _RefusedBeforeSending(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.lose = 1
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    token = store.creates[-1].invocation_token
+    store.refuse = 1
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    assert boundary.pending_creates() == ((RUN, "call_1"),)
+    again = boundary.invoke(context, envelope("call_1"))
+    assert again.ok, again
+    assert store.creates[-1].invocation_token == token
+    assert len(executor.calls) == 1
 
 
 class _NotDurableOnce(LosingStore):

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..._completion import HeldCreate, InFlight, PendingCompletion
+from ..._completion import SENDING, HeldCreate, InFlight, PendingCompletion
 from ..._runners import Outcome, safe_name, type_name
 from ...adapters import AsyncInvocationStore, StoreUnavailableError
 from ...adapters._async.protocol import async_decision_clock
@@ -197,6 +197,11 @@ async def admit(
     duplicate it is, with the first call's fate (CIS-BND-6, CIS-ID-5).
     """
     held = core.creates.take(prepared.run_id, prepared.tool_call_id, prepared.tool.name, prepared.arguments)
+    if held is SENDING:
+        # This boundary is sending this call's first create right now (the harness sent the
+        # call twice at once): the call is in progress, and its fate is the first send's.
+        core.log.info("create of this call already in flight: %s", ErrorCode.CALL_IN_PROGRESS.value)
+        return failed(prepared, ErrorCode.CALL_IN_PROGRESS)
     if isinstance(held, InFlight):
         # Another re-send of this call is sending its held create right now: its fate is
         # still unknown, and a fresh token could only be refused as its duplicate.
@@ -211,9 +216,17 @@ async def admit(
             return failed(prepared, core.store_failed(exc, "create"))
         request = new_request(core, prepared)
         claimed = core.claim(request.invocation_token)
+        sending = HeldCreate(request=request, not_before_ms=not_before_ms)
+        if not core.creates.begin(sending):
+            # This boundary is sending this call's create right now (the harness sent the
+            # call twice at once): it is the one in progress; a second token could only be
+            # refused as its duplicate, and this boundary could no longer tell their fates.
+            core.log.info("create of this call already in flight: %s", ErrorCode.CALL_IN_PROGRESS.value)
+            return failed(prepared, ErrorCode.CALL_IN_PROGRESS)
     else:
         core.log.info("create of unknown outcome sent again with its invocation token")
         request, not_before_ms, claimed = held.request, held.not_before_ms, True
+        sending = held
     watch.start()
     try:
         admitted = await store.create(request, core.limits)
@@ -221,25 +234,28 @@ async def admit(
         watch.stop("store")
         error = unavailable(exc) if isinstance(exc, Exception) else None
         if claimed and (
-            error is None or (not error.permanent and code_of(error) is ErrorCode.STORE_UNAVAILABLE)
+            error is None
+            or held is not None
+            or (not error.permanent and code_of(error) is ErrorCode.STORE_UNAVAILABLE)
         ):
-            # The server may have applied it and lost only the reply: hold it.
-            core.creates.hold(HeldCreate(request=request, not_before_ms=not_before_ms))
-        elif held is not None:
-            core.creates.release(held)
+            # The server may have applied it and lost only the reply: hold it. A create held
+            # from an earlier attempt stays held whatever this one met (a refusal raised before
+            # the send, a misconfigured server): that attempt's fate is still unknown.
+            core.creates.hold(sending)
+        else:
+            core.creates.release(sending)
         if error is None:
             raise  # the caller's own interruption (a cancellation, Ctrl-C)
         return failed(prepared, core.store_failed(error, "create"))
     watch.stop("store")
-    if held is not None:
-        core.creates.release(held)
+    core.creates.release(sending)
     if isinstance(admitted, ErrorCode):
         if admitted is ErrorCode.DURABILITY_NOT_REACHED and claimed:
             # The record was written but not acknowledged durable: it may survive a
             # failover as PROJECTING, so its fate is unknown. Hold it like a lost reply:
             # a re-send replays the token, and runs the tool only if the record it finds
             # is still this create's own.
-            core.creates.hold(HeldCreate(request=request, not_before_ms=not_before_ms))
+            core.creates.hold(sending)
         core.log.info("tool call refused at admission: %s", admitted.value)
         return failed(prepared, admitted)
     if admitted.replayed and not own_replay(core, admitted, request, claimed, not_before_ms):
