@@ -1259,6 +1259,21 @@ class _Simulation:
         for execution in self.executions:
             first_run.setdefault((execution.run_id, execution.tool_call_id), execution.at_ms)
         executed_tokens = {execution.token for execution in self.executions}
+        attempts = {id(attempt): attempt for _, attempt, _, _ in self.answers}
+        attempts.update((id(attempt), attempt) for attempt in self.token_attempts.values())
+
+        def running_when_sent(attempt: _Attempt) -> bool:
+            # Another send of this call by the same host process was still running when the
+            # harness sent this one: a duplicate still running (CALL_IN_PROGRESS) is its answer.
+            return any(
+                other is not attempt
+                and (other.host, other.incarnation) == (attempt.host, attempt.incarnation)
+                and (other.run_id, other.tool_call_id) == (attempt.run_id, attempt.tool_call_id)
+                and other.started_ms <= attempt.started_ms
+                and (other.answered_ms is None or other.answered_ms > attempt.started_ms)
+                for other in attempts.values()
+            )
+
         for at_ms, attempt, code, version in self.answers:
             key = (attempt.run_id, attempt.tool_call_id)
             ran_at = first_run.get(key)
@@ -1269,6 +1284,8 @@ class _Simulation:
                     )
                 )
             if code not in (ErrorCode.CALL_IN_PROGRESS.value, ErrorCode.DUPLICATE_TOOL_CALL.value):
+                continue
+            if code == ErrorCode.CALL_IN_PROGRESS.value and running_when_sent(attempt):
                 continue
             earlier = None if version is None else self.token_attempts.get(version.token)
             if (
