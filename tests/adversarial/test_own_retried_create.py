@@ -9,6 +9,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from invocation_store import CompletionRetry
 from invocation_store.adapters import AsyncMemoryStore, MemoryStore
 from invocation_store.boundary import AsyncToolBoundary, ToolBoundary, ToolRegistry, ToolSpec
@@ -25,49 +27,61 @@ _REASON = (
 
 
 class _SlowFirstCreate(AsyncMemoryStore):
-    """The first create waits until a second create has been answered."""
+    """The first create waits until :attr:`release` is set (the other invoke has answered)."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock=clock)
-        self.second_done = asyncio.Event()
+        self.release = asyncio.Event()
         self.creates = 0
 
     async def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
         self.creates += 1
         if self.creates == 1:
-            await self.second_done.wait()
-            return await super().create(request, limits)
-        result = await super().create(request, limits)
-        self.second_done.set()
-        return result
+            await self.release.wait()
+        return await super().create(request, limits)
 
 
-def test_repeated_token_race_runs_the_executor_once(clock: FakeClock) -> None:
-    """CIS-BND-6, CIS-RETRY-2: two concurrent invokes of one key under a token factory that
-    repeats itself (same ms) run the executor at most once, whichever create lands first."""
+@pytest.mark.parametrize("boundaries", [1, 2], ids=["one-boundary", "two-boundaries"])
+def test_repeated_token_race_runs_the_executor_once(clock: FakeClock, boundaries: int) -> None:
+    """CIS-BND-6, CIS-BND-7, CIS-RETRY-2: two concurrent invokes of one key under a token
+    factory that repeats itself (same ms) run the executor at most once, whichever create
+    lands first. Through one boundary the second send is CALL_IN_PROGRESS before any create
+    is sent (one create per call in flight); through two boundaries over one store both
+    creates reach the store, the later one lands first, and the earlier one's repeated
+    token is not taken as its own create."""
     runs: list[int] = []
 
     def executor(_args: Mapping[str, Any]) -> str:
         runs.append(1)
         return "raw"
 
-    async def main() -> list[object]:
+    async def main() -> tuple[list[ErrorCode | None], int]:
         store = _SlowFirstCreate(clock)
-        boundary = AsyncToolBoundary(
-            store,
-            ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)]),
-            token_factory=lambda: "tok",
-        )
-        context = await boundary.open_run(RUN, **run_params(clock()))
+        registry = ToolRegistry([ToolSpec(name="t", executor=executor, projector=found)])
+        first, second = (AsyncToolBoundary(store, registry, token_factory=lambda: "tok") for _ in range(2))
+        if boundaries == 1:
+            second = first
+        context = await first.open_run(RUN, **run_params(clock()))
         assert isinstance(context, RunContext)
-        results = await asyncio.gather(
-            boundary.invoke(context, envelope("call_1")), boundary.invoke(context, envelope("call_1"))
-        )
-        return [r.code for r in results]
 
-    codes = asyncio.run(main())
+        async def then_release() -> Any:
+            try:
+                return await second.invoke(context, envelope("call_1"))
+            finally:
+                store.release.set()
+
+        results = await asyncio.gather(first.invoke(context, envelope("call_1")), then_release())
+        return [r.code for r in results], store.creates
+
+    codes, creates = asyncio.run(main())
     assert len(runs) == 1, codes
-    assert {ErrorCode.DUPLICATE_TOOL_CALL, ErrorCode.CALL_IN_PROGRESS} & set(codes)
+    if boundaries == 1:
+        assert codes[1] is ErrorCode.CALL_IN_PROGRESS, codes
+        assert creates == 1, creates
+    else:
+        assert codes[1] is None, codes
+        assert creates == 2, creates
+        assert codes[0] in {ErrorCode.DUPLICATE_TOOL_CALL, ErrorCode.CALL_IN_PROGRESS}, codes
 
 
 class _CompleteFailsOnce(MemoryStore):
