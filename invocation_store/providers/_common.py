@@ -485,6 +485,20 @@ def report_unknown(provider: str, run_id: object, position: int, what: str) -> N
     )
 
 
+def cut_last(found: list[ToolCallEnvelope]) -> list[ToolCallEnvelope]:
+    """``found`` with its last call's arguments dropped: a turn that stopped on its output
+    limit may end in a cut call, answered INVALID_ARGUMENTS and never run (CIS-ECO-6)."""
+    if not found:
+        return found
+    last = found[-1]
+    return [
+        *found[:-1],
+        ToolCallEnvelope(
+            run_id=last.run_id, tool_call_id=last.tool_call_id, tool_name=last.tool_name, arguments=None
+        ),
+    ]
+
+
 def envelope(
     run_id: str, tool_call_id: object, tool_name: object, arguments: str | None, item: object = None
 ) -> ToolCallEnvelope:

@@ -14,7 +14,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..kernel import ToolCallEnvelope
-from ._common import document, envelope, get, items, plain_item, report_unknown, safe_tag, serialize_object
+from ._common import (
+    cut_last,
+    document,
+    envelope,
+    get,
+    items,
+    plain_item,
+    report_unknown,
+    safe_tag,
+    serialize_object,
+)
 from ._formats import TranscriptFormat, TranscriptShapeError, has_block, messages
 from ._results import agent_text, checked_pair, required_id
 from ._sdk_types import tables
@@ -57,7 +67,9 @@ def _own(data: Mapping[str, Any]) -> None:
         if shape.stream and shape.provider == ANTHROPIC:
             raise ValueError(f"this is {shape.what}: {_ACCUMULATE}")
         raise wrong_provider(shape)
-    if "stop_reason" in data and get(data, "stop_reason") is None and get(data, "type") == "message":
+    if get(data, "type") == "message" and get(data, "stop_reason") is None:
+        # A stream snapshot has stop_reason None, and its dump without None values
+        # (``model_dump(exclude_none=True)``) has none at all: every finished Message has one.
         raise ValueError(f"this Message has no stop_reason yet (an unfinished stream): {_ACCUMULATE}")
 
 
@@ -108,8 +120,10 @@ def envelopes_from_anthropic(
     skipped: the turn's other calls are read. A Message that stopped on
     ``max_tokens`` (or the context window) may end in a cut ``tool_use``: that last
     block gets ``arguments=None`` (INVALID_ARGUMENTS), never run, still answered.
-    Raises ``ValueError`` for a Message without
-    ``stop_reason`` (a stream snapshot), a stream event or a list of them
+    Only a Message says whether it is finished: pass the Message, not its content
+    list or a block, when the turn may come from a stream.
+    Raises ``ValueError`` for a Message (``"type": "message"``) whose ``stop_reason``
+    is missing or null (a stream snapshot or its dump), a stream event or a list of them
     ("accumulate the stream first"), another provider's object or a list of them
     (naming its parser), a block that is not an object with a type;
     ``TypeError`` for a non-object. JSON text over ``max_text_bytes`` (default 32
@@ -129,7 +143,8 @@ def envelopes_from_anthropic(
             raise ValueError(f"expected {_MANY}; got an object of another shape")
     else:
         blocks = data
-    calls = []
+    calls: list[ToolCallEnvelope] = []
+    last_is_call = False
     for index, raw in enumerate(blocks):
         block = plain_item(raw)
         if isinstance(block, Mapping):
@@ -140,16 +155,9 @@ def envelopes_from_anthropic(
         if kind != "tool_use" and kind not in tables().anthropic_blocks:
             report_unknown("Anthropic", run_id, index, f"type {safe_tag(kind)}")
         if kind == "tool_use":
-            found = _call(block, run_id, request_bytes)
-            if cut and index == len(blocks) - 1:
-                found = ToolCallEnvelope(
-                    run_id=found.run_id,
-                    tool_call_id=found.tool_call_id,
-                    tool_name=found.tool_name,
-                    arguments=None,
-                )
-            calls.append(found)
-    return calls
+            calls.append(_call(block, run_id, request_bytes))
+            last_is_call = index == len(blocks) - 1
+    return cut_last(calls) if cut and last_is_call else calls
 
 
 def anthropic_tool_result(envelope: ToolCallEnvelope, result: BoundaryResult) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..kernel import DuplicateMembers, ToolCallEnvelope
-from ._common import document, envelope, get, items, plain_item, text
+from ._common import cut_last, document, envelope, get, items, plain_item, text
 from ._formats import TranscriptFormat, TranscriptShapeError, messages
 from ._results import agent_text, checked_pair, required_id
 from ._shapes import CHAT, recognise, wrong_provider
@@ -104,9 +104,13 @@ def envelopes_from_openai_chat(
     objects, dicts or JSON text. Every call item yields an envelope: function and
     custom calls, malformed ones (for preflight to answer) and a deprecated
     ``function_call`` (no id: MISSING_TOOL_CALL_ID). A message without calls gives
-    ``[]``. JSON text over ``max_text_bytes`` (default 32 MiB) is refused before it is
-    decoded. Raises ``ValueError`` for a streamed chunk, a tool-call delta or a list
-    of them, and for a completion whose choice has no ``finish_reason`` yet (an
+    ``[]``. A completion whose choice stopped on its output limit (``finish_reason:
+    "length"``) may end in a cut call: the last call gets ``arguments=None``
+    (INVALID_ARGUMENTS), never run, still answered; only a completion says so, so pass
+    the completion when the turn may be cut. JSON text over ``max_text_bytes``
+    (default 32 MiB) is refused before it is decoded. Raises ``ValueError`` for a
+    streamed chunk, a tool-call delta or a list of them, and for a completion whose
+    choice has no ``finish_reason`` yet (an
     unfinished snapshot such as ``ChatCompletionStreamState.current_completion_snapshot``
     mid-stream): "accumulate the stream first"; for another provider's object or a
     list of them (naming the parser to use), a list of messages (a conversation: pass
@@ -114,6 +118,7 @@ def envelopes_from_openai_chat(
     an object of another shape; ``TypeError`` for a non-object.
     """
     data = document(message, _MANY, max_text_bytes)
+    cut = False
     if isinstance(data, Mapping):
         _own(data)
         if "choices" in data:
@@ -133,11 +138,13 @@ def envelopes_from_openai_chat(
             if not isinstance(chosen, Mapping):
                 raise ValueError("'choices[0].message' is not an object")
             data = chosen
+            cut = get(choice, "finish_reason") in _CUT
         if "tool_calls" in data or "function_call" in data or get(data, "role") == "assistant":
             calls = list(items(get(data, "tool_calls"), "'tool_calls'"))
             legacy = get(data, "function_call")
             if isinstance(legacy, Mapping):
-                return [_legacy_call(data, run_id), *(_call(plain_item(item), run_id) for item in calls)]
+                found = [_legacy_call(data, run_id), *(_call(plain_item(item), run_id) for item in calls)]
+                return cut_last(found) if cut else found
         elif "function" in data or get(data, "type") in ("function", "custom"):
             calls = [data]
         else:
@@ -152,7 +159,12 @@ def envelopes_from_openai_chat(
                     raise ValueError(
                         "this is a list of messages (a conversation): pass the assistant message"
                     )
-    return [_call(plain_item(item), run_id) for item in calls]
+    found = [_call(plain_item(item), run_id) for item in calls]
+    return cut_last(found) if cut else found
+
+
+#: Finish reasons after which the last call may be cut short: it is not run.
+_CUT = frozenset({"length"})
 
 
 def openai_chat_tool_message(envelope: ToolCallEnvelope, result: BoundaryResult) -> dict[str, Any]:

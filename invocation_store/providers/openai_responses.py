@@ -110,7 +110,7 @@ def _call(item: object, run_id: str, request_bytes: int | None = None) -> ToolCa
     if kind == "function_call":
         arguments = text(get(item, "arguments"))
     elif kind in CLIENT_RUN_CALLS:
-        arguments = serialize_object(get(item, CLIENT_RUN_CALLS[kind]), request_bytes)
+        arguments = _client_run_arguments(item, kind, request_bytes)
         return envelope(
             run_id, call_id, kind, None if get(item, "status") == "incomplete" else arguments, item
         )
@@ -121,9 +121,32 @@ def _call(item: object, run_id: str, request_bytes: int | None = None) -> ToolCa
     if get(item, "status") == "incomplete":
         arguments = None  # cut by the output limit: its arguments may be cut too
     name = get(item, "name")
+    namespace = get(item, "namespace")
+    if namespace is not None and name is not None:
+        # A call of a tool grouped under a namespace (``NamespaceTool``) names the tool
+        # ``<namespace>.<name>``: never the bare name, which may be another tool.
+        name = (
+            f"{namespace}.{name}"
+            if isinstance(namespace, str) and isinstance(name, str) and namespace
+            else None
+        )
     return envelope(
         run_id, call_id, name if name is not None or kind == "function_call" else kind, arguments, item
     )
+
+
+def _client_run_arguments(item: object, kind: str, request_bytes: int | None) -> str | None:
+    """A client-run call's arguments: its action or operation object, serialized.
+
+    A ``computer_call`` carries one ``action`` or a batch ``actions`` (a list): the
+    batch is given as ``{"actions": [...]}``. An item carrying both, or neither, gets
+    None (INVALID_ARGUMENTS): which of them is the call is unknowable.
+    """
+    if kind == "computer_call" and get(item, "actions") is not None:
+        if get(item, "action") is not None or not isinstance(get(item, "actions"), list):
+            return None
+        return serialize_object({"actions": get(item, "actions")}, request_bytes)
+    return serialize_object(get(item, CLIENT_RUN_CALLS[kind]), request_bytes)
 
 
 def _is_item(item: Mapping[str, Any]) -> bool:
@@ -197,9 +220,14 @@ def envelopes_from_openai_responses(
     - ``function_call``: its name and ``arguments`` text;
     - ``custom_tool_call``: its name, ``arguments=None`` (free-form input is no JSON
       object: INVALID_ARGUMENTS);
+    - a function or custom call of a tool grouped under a ``namespace``: tool name
+      ``<namespace>.<name>`` (register the tool by that name; OpenAI's function names
+      have no dot, so it never meets a tool outside the namespace);
     - the client-run built-in calls (:data:`CLIENT_RUN_CALLS`): tool name = the item
       type (``shell_call``, ...), arguments = its action or operation object,
-      serialized and measured against ``request_bytes`` (default the kernel's);
+      serialized and measured against ``request_bytes`` (default the kernel's); a
+      ``computer_call``'s batch ``actions`` as ``{"actions": [...]}`` (an item
+      carrying both ``action`` and ``actions`` gets ``arguments=None``);
       UNAUTHORIZED unless the harness registered a tool by that name;
     - an item of a type unknown to this version that looks like a call (a
       ``call_id``, or a type ending ``_call``): its own envelope, ``arguments=None``

@@ -22,6 +22,8 @@ import anthropic
 import openai
 import pydantic
 import pytest
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import RawMessageStreamEvent
 from google.genai import types as genai_types
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
@@ -298,6 +300,125 @@ def test_a_message_cut_by_max_tokens_does_not_run_its_last_call() -> None:
     found = envelopes_from_anthropic(cut, RUN)
     assert [e.arguments for e in found] == ['{"location":"Paris"}', '{"location":"Lyon"}', None]
     assert found[2].tool_call_id == "toolu_01JqR8"
+
+
+def _snapshot_mid_call(partial_json: str) -> Any:
+    """An Anthropic stream snapshot accumulated by the SDK's own code, one tool_use half sent."""
+    events = pydantic.TypeAdapter(RawMessageStreamEvent)
+    start = {**MESSAGE, "content": [], "stop_reason": None}
+    block = {"type": "tool_use", "id": "toolu_01A", "name": "transfer", "input": {}}
+    snapshot, buffers = None, {}
+    for event in (
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": partial_json},
+        },
+    ):
+        snapshot = accumulate_event(
+            event=events.validate_python(event), current_snapshot=snapshot, json_bufs=buffers
+        )
+    return snapshot
+
+
+@pytest.mark.parametrize("partial_json", ['{"to": "alice", "amount": 10', '{"to": "ali'])
+@pytest.mark.parametrize("form", ["typed", "dump", "dump without None", "json text"])
+def test_a_mid_stream_anthropic_snapshot_is_refused_in_every_form(partial_json: str, form: str) -> None:
+    """CIS-ECO-6: a snapshot mid-call (its amount may be the start of 1000, or its input still
+    ``{}``) is refused whether typed, dumped, dumped without None values (no ``stop_reason``
+    key at all) or written as JSON text: nothing runs with arguments the model never sent."""
+    snapshot = _snapshot_mid_call(partial_json)
+    given = {
+        "typed": snapshot,
+        "dump": snapshot.model_dump(),
+        "dump without None": snapshot.model_dump(exclude_none=True),
+        "json text": snapshot.model_dump_json(exclude_none=True),
+    }[form]
+    with pytest.raises(ValueError, match="no stop_reason"):
+        envelopes_from_anthropic(given, RUN)
+
+
+@pytest.mark.parametrize("form", ["typed", "dump", "json text"])
+def test_a_chat_completion_cut_by_its_output_limit_does_not_run_its_last_call(form: str) -> None:
+    """CIS-ECO-6: ``finish_reason: "length"`` may cut the last call's arguments mid-way (a
+    complete-looking ``{"amount": 10}`` may be the start of 1000): the last call gets
+    INVALID_ARGUMENTS and is still answered by its id; the earlier calls are whole and run;
+    another finish reason leaves every call as sent."""
+    cut = {**CHAT_COMPLETION, "choices": [{**CHAT_COMPLETION["choices"][0], "finish_reason": "length"}]}
+    typed = openai.types.chat.ChatCompletion.model_validate(cut)
+    given = {"typed": typed, "dump": cut, "json text": json.dumps(cut)}[form]
+    found = envelopes_from_openai_chat(given, RUN)
+    assert [e.arguments for e in found] == ['{"location": "Paris"}', '{"location": "Lyon"}', None]
+    assert [e.tool_call_id for e in found][2] == "call_2nB0tQe7LkWs"
+    assert found[2].tool_name == "launch_rocket"
+    for reason in ("tool_calls", "stop", "content_filter"):
+        whole = {**CHAT_COMPLETION, "choices": [{**CHAT_COMPLETION["choices"][0], "finish_reason": reason}]}
+        assert [e.arguments for e in envelopes_from_openai_chat(whole, RUN)][2] == "{}"
+
+
+def _namespaced(call_id: str, namespace: object, kind: str = "function_call") -> dict[str, Any]:
+    item = {"type": kind, "id": f"fc_{call_id}", "call_id": call_id, "name": "search", "status": "completed"}
+    item["arguments" if kind == "function_call" else "input"] = "{}"
+    return {**item, "namespace": namespace}
+
+
+@pytest.mark.parametrize("kind", ["function_call", "custom_tool_call"])
+def test_a_namespaced_responses_call_names_its_namespace(kind: str) -> None:
+    """CIS-ECO-1, CIS-PRE-5: a call of a tool grouped under a namespace (``NamespaceTool``) is
+    ``<namespace>.<name>``: ``jira.search`` never runs the harness's ``search`` or
+    ``crm.search``; a namespace that is not a non-empty text leaves no tool name (refused)."""
+    output = [_namespaced("c1", "crm", kind), _namespaced("c2", "jira", kind), _namespaced("c3", None, kind)]
+    response = {**RESPONSE, "output": output}
+    typed = openai.types.responses.Response.model_validate(response)
+    for given in (response, typed, json.dumps(response)):
+        found = envelopes_from_openai_responses(given, RUN)
+        assert [(e.tool_call_id, e.tool_name) for e in found] == [
+            ("c1", "crm.search"),
+            ("c2", "jira.search"),
+            ("c3", "search"),
+        ]
+    for bad in ("", 7):
+        (found,) = envelopes_from_openai_responses(
+            {**RESPONSE, "output": [_namespaced("c4", bad, kind)]}, RUN
+        )
+        assert found.tool_name in (None, kind)
+        assert found.tool_name != "search"
+    registered = {"search": ToolPolicy(name="search", authorized=True, read_only=True)}
+    jira = envelopes_from_openai_responses({**RESPONSE, "output": output[1:2]}, RUN)[0]
+    policy = registered.get(jira.tool_name or "")
+    refused = ErrorCode.UNAUTHORIZED if kind == "function_call" else ErrorCode.INVALID_ARGUMENTS  # free-form
+    assert check_envelope(RunContext(run_id=RUN), jira, policy, Limits()) is refused
+
+
+@pytest.mark.parametrize(
+    ("members", "arguments"),
+    [
+        ({"action": {"type": "screenshot"}}, '{"type":"screenshot"}'),
+        (
+            {"actions": [{"type": "click", "button": "left", "x": 1, "y": 2}, {"type": "screenshot"}]},
+            '{"actions":[{"button":"left","type":"click","x":1,"y":2},{"type":"screenshot"}]}',
+        ),
+        ({"action": {"type": "screenshot"}, "actions": [{"type": "screenshot"}]}, None),
+        ({}, None),
+    ],
+    ids=["one action", "batched actions", "both", "neither"],
+)
+def test_a_computer_call_carries_its_action_or_its_batch(
+    members: dict[str, Any], arguments: str | None
+) -> None:
+    """CIS-ECO-7, CIS-ECO-1: a ``computer_call``'s one ``action`` is its arguments, a batch
+    ``actions`` is ``{"actions": [...]}`` (never dropped: the call could never run), and an
+    item carrying both or neither is INVALID_ARGUMENTS (which one is the call is unknowable)."""
+    item = {"type": "computer_call", "id": "cu", "call_id": "call_C", "status": "completed", **members}
+    item["pending_safety_checks"] = []
+    (found,) = envelopes_from_openai_responses({**RESPONSE, "output": [item]}, RUN)
+    assert (found.tool_call_id, found.tool_name) == ("call_C", "computer_call")
+    if arguments is None:
+        assert found.arguments is None
+    else:
+        assert json.loads(found.arguments or "null") == json.loads(arguments)
 
 
 @pytest.mark.parametrize(

@@ -248,3 +248,38 @@ def test_openai_through_litellm_keeps_the_providers_ids_and_raw_text() -> None:
 def test_the_invented_id_forms(tool_call_id: object, provider: str | None, fabricated: bool) -> None:
     """CIS-ECO-8: exactly LiteLLM's forms, for exactly the providers it invents them for."""
     assert is_fabricated(tool_call_id, provider) is fabricated
+
+
+def test_a_turn_cut_by_its_output_limit_does_not_run_its_last_call_through_litellm() -> None:
+    """CIS-ECO-6: an Anthropic turn stopped on ``max_tokens`` reaches the harness through
+    LiteLLM as ``finish_reason: "length"``; its last call may be cut (a whole-looking
+    ``{"amount": 10}`` may be the start of 1000), so it is INVALID_ARGUMENTS and never runs,
+    as through the Anthropic parser itself; the turn's earlier call runs."""
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "stop_reason": "max_tokens",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 9, "output_tokens": 9},
+        "content": [
+            {"type": "tool_use", "id": "toolu_01A", "name": "lookup", "input": {"q": "disk"}},
+            {"type": "tool_use", "id": "toolu_01B", "name": "lookup", "input": {"q": "cpu", "limit": 10}},
+        ],
+    }
+    response = litellm.completion(
+        model="anthropic/claude-sonnet-4-5",
+        messages=[{"role": "user", "content": "go"}],
+        tools=TOOLS,
+        api_key="test-key",
+        api_base="http://mock.invalid",
+        client=_client(lambda _request: message),
+    )
+    assert response.choices[0].finish_reason == "length"
+    envelopes = envelopes_from_litellm(response, RUN)
+    assert [e.tool_call_id for e in envelopes] == ["toolu_01A", "toolu_01B"]
+    assert envelopes[1].arguments is None
+    codes, lookup = _run(envelopes)
+    assert codes == [None, "INVALID_ARGUMENTS"]
+    assert lookup.calls == [{"q": "disk"}]
