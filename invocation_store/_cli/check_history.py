@@ -73,7 +73,10 @@ def register(subparsers: Any) -> None:
     """Add the ``check-history`` subcommand."""
     parser = subparsers.add_parser(
         "check-history",
-        help="check a concurrent history for linearizability against the kernel (exit 0 yes, 1 no, 2 bad)",
+        help=(
+            "check a concurrent history for linearizability against the kernel "
+            "(exit 0 yes, 1 no, 2 bad, 3 undecided)"
+        ),
         description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

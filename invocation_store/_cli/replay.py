@@ -427,7 +427,13 @@ def replay(
         byte_budget=settings.byte_budget,
     )
     if opened is ErrorCode.STORE_UNAVAILABLE:
-        # The boundary keeps the failure's type to its log; one read names it.
+        # The boundary keeps the failure's cause to its log. A write failed: the server
+        # check names a refused server (an evicting policy, an old version, a missing
+        # replica, a user who may not write), which a read never meets; else one read
+        # names the failure's type.
+        check_server = getattr(store, "check_server", None)
+        if callable(check_server):
+            check_server()
         store.get_run(settings.run_id)
         raise StoreUnavailableError()
     if isinstance(opened, ErrorCode):

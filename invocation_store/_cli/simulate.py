@@ -192,6 +192,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"simulate: {schedules}", file=sys.stderr)
         return 2
     replaying = args.replay is not None or args.schedule is not None
+    history = None
+    if args.history:
+        try:  # opened before the run, so that a path that cannot be written loses no work
+            history = open(args.history, "w", encoding="ascii")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            print(
+                f"simulate: cannot write --history {args.history}: {exc.strerror or 'error'}", file=sys.stderr
+            )
+            return 2
     failures = 0
     started = time.perf_counter()
     for schedule in schedules:
@@ -211,9 +220,9 @@ def run(args: argparse.Namespace) -> int:
         elif not args.json:
             label = schedule.deployment.label()
             print(f"seed {schedule.seed}: every promise held ({label}, digest {result.digest[:16]})")
-    if args.history:
-        with open(args.history, "w", encoding="ascii") as out:
-            out.write("\n".join(history_of(schedules[-1], args.planted)) + "\n")
+    if history is not None:
+        with history:
+            history.write("\n".join(history_of(schedules[-1], args.planted)) + "\n")
     elapsed = time.perf_counter() - started
     if not args.json:
         rate = len(schedules) / elapsed if elapsed > 0 else 0.0

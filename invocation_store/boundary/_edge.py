@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..kernel import MAX_SAFE_INT, EvidenceStatus, Projection, RunContext, ToolCallEnvelope
+from ..kernel import MAX_SAFE_INT, ErrorCode, EvidenceStatus, Projection, RunContext, ToolCallEnvelope
 from ..kernel import check_run_parameters as kernel_check_run_parameters
 
 __all__ = [
@@ -70,11 +70,20 @@ def raw_text(value: object) -> str | None:
 def check_context(context: object) -> RunContext:
     """The context as an exact RunContext holding an exact ``str`` run id.
 
-    Raises ``TypeError`` for a non-RunContext and ``ValueError`` (RunContext's own
-    check) if a subclass or a mutated context holds an unsafe run id.
+    Raises ``TypeError`` for a non-RunContext (for an :class:`ErrorCode`, the refusal
+    ``open_run`` returned, the message names the code: the run did not open) and
+    ``ValueError`` (RunContext's own check) if a subclass or a mutated context holds an
+    unsafe run id.
     """
+    if isinstance(context, ErrorCode):
+        raise TypeError(
+            f"context must be a RunContext; got ErrorCode.{context.name}: open_run refused the run "
+            "(check its result before invoking; the boundary's log says why)"
+        )
     if not isinstance(context, RunContext):
-        raise TypeError("context must be a RunContext")
+        name = type(context).__name__
+        shown = name if name.isascii() and name.isidentifier() and len(name) <= 64 else "another type"
+        raise TypeError(f"context must be a RunContext; got {shown}")
     run_id = context.run_id
     if type(context) is RunContext and type(run_id) is str:
         return context

@@ -759,10 +759,16 @@ def test_programming_errors_raise(store: Any) -> None:
     """CIS-KERN-2: a non-RunContext or non-envelope is a TypeError, not a code."""
     boundary = boundary_for(store)
     context = open_run(boundary)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"must be a RunContext; got str$"):
         boundary.invoke(RUN, envelope())  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         boundary.invoke(context, {"tool_call_id": "call_1"})  # type: ignore[arg-type]
+    # The README's pattern without its check: a refused open_run's code is named, so the
+    # cause is not hidden behind a bare type error.
+    refused = boundary.open_run(RUN, deadline_ms=0, ttl_ms=1, tool_call_budget=1, byte_budget=1)
+    assert isinstance(refused, ErrorCode)
+    with pytest.raises(TypeError, match=f"got ErrorCode.{refused.name}: open_run refused the run"):
+        boundary.invoke(refused, envelope())  # type: ignore[arg-type]
 
 
 def test_result_as_dict_is_the_agent_view(store: Any) -> None:

@@ -18,6 +18,7 @@ from invocation_store._cli import replay as replay_module
 from invocation_store.adapters import MemoryStore
 from invocation_store.adapters.sqlite import SqliteStore
 from invocation_store.cli import main
+from invocation_store.testing.redis_server import RedisServerUnavailableError, redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT / "examples" / "transcripts"
@@ -452,6 +453,40 @@ def test_unreachable_redis_is_one_line(capsys: pytest.CaptureFixture[str]) -> No
     assert "unavailable" in err
     assert "s3cret" not in err + out
     assert "127.0.0.1:1" not in err
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    ("extra_args", "named"),
+    [
+        (["--maxmemory-policy", "allkeys-lru"], "maxmemory-policy allkeys-lru can evict"),
+        (["--maxmemory-policy", "volatile-ttl"], "set maxmemory-policy noeviction"),
+    ],
+    ids=["allkeys-lru", "volatile-ttl"],
+)
+def test_a_refused_server_is_named_by_its_setting(
+    capsys: pytest.CaptureFixture[str], extra_args: list[str], named: str
+) -> None:
+    """CIS-FAIL-5, CIS-DUR-3: a server the store refuses (an evicting policy) is one line that names
+    the setting to change, never "(unknown)": reads do not meet the server check, so a read alone
+    could not say why the run did not open."""
+    try:
+        server = redis_server(extra_args=extra_args)
+        url = server.__enter__()
+    except RedisServerUnavailableError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(str(exc))
+    try:
+        code = main(["replay", str(TRANSCRIPTS / "gemini.json"), "--redis-url", url])
+    finally:
+        server.__exit__(None, None, None)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert named in err
+    assert "(unknown)" not in err
 
 
 def test_examples_readme_shows_the_real_output(

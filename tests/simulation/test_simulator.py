@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import random
 import subprocess
 import sys
@@ -282,3 +283,25 @@ def test_a_simulated_node_answers_the_version_probe_as_the_server_it_stands_for(
         b"$5\r\nproto\r\n:2\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
         % (len(flavour), flavour.encode(), version)
     ]
+
+
+def test_a_history_file_that_cannot_be_written_is_refused_before_any_seed_runs(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CIS-SIM-1: ``--history`` to a path that cannot be written is a bad option (exit 2, one line,
+    no traceback) said before the seeds run, so no work is lost; a writable path gets the history
+    of the last seed, one JSON object per line."""
+    from invocation_store.cli import main  # noqa: PLC0415 - the CLI entry point under test
+
+    missing = tmp_path / "no-such-dir" / "h.jsonl"
+    assert main(["simulate", "--seeds", "3", "--steps", "20", "--history", str(missing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "cannot write --history" in err
+    assert "Traceback" not in err
+    written = tmp_path / "h.jsonl"
+    assert main(["simulate", "--seed", "4", "--steps", "20", "--history", str(written)]) == 0
+    lines = written.read_text(encoding="ascii").splitlines()
+    assert lines
+    assert all(isinstance(json.loads(line), dict) for line in lines)
