@@ -384,6 +384,32 @@ ARGUMENT_SECTIONS: Final[tuple[ArgumentSection, ...]] = (
             ArgumentCase("negative-overflow", '{"a":-1e309}', "overflows a double"),
             ArgumentCase("underflow", '{"a":1e-400}', "underflows to zero: accepted"),
             ArgumentCase(
+                "zero-huge-exponent",
+                '{"a":0e99999999999999999999}',
+                "zero times any power of ten is zero: an exponent past any machine integer is accepted",
+            ),
+            ArgumentCase(
+                "huge-negative-exponent",
+                '{"a":1e-99999999999999999999}',
+                "an exponent past any machine integer underflows to zero: accepted",
+            ),
+            ArgumentCase(
+                "huge-exponent",
+                '{"a":1e99999999999999999999}',
+                "an exponent past any machine integer overflows a double",
+            ),
+            ArgumentCase(
+                "overflow-tie",
+                '{"a":' + str(2**1024 - 2**970) + ".0}",
+                "2^1024 - 2^970, halfway between the largest double and 2^1024: rounds to even, "
+                "which is infinity: overflow",
+            ),
+            ArgumentCase(
+                "below-overflow-tie",
+                '{"a":' + str(2**1024 - 2**970 - 1) + ".0}",
+                "one below the halfway point: rounds to the largest double, accepted",
+            ),
+            ArgumentCase(
                 "fraction-overflow",
                 '{"a":' + "9" * 400 + ".0}",
                 "a 400-digit number with a fraction overflows",
