@@ -164,10 +164,14 @@ class _Held(Generic[_Call]):
 
     def _keep(self, key: tuple[str, str], call: _Call) -> None:
         with self._lock:
-            self._held.pop(key, None)
-            self._held[key] = call
-            while len(self._held) > self.policy.max_pending:
-                self._held.popitem(last=False)
+            self._keep_locked(key, call)
+
+    def _keep_locked(self, key: tuple[str, str], call: _Call) -> None:
+        """:meth:`_keep`, the lock already held."""
+        self._held.pop(key, None)
+        self._held[key] = call
+        while len(self._held) > self.policy.max_pending:
+            self._held.popitem(last=False)
 
 
 class PendingCompletions(_Held[PendingCompletion]):
@@ -276,58 +280,94 @@ class HeldCreates(_Held[HeldCreate]):
         super().__init__(policy)
         self._in_flight: dict[tuple[str, str], HeldCreate] = {}
         self._fresh: set[tuple[str, str]] = set()  # in flight on their first send (begin)
+        self._dropped: set[str] = set()  # tokens of creates dropped while in flight
 
     def hold(self, held: HeldCreate) -> None:
-        """Keep ``held``, newest last; the oldest go past the bound.
+        """Keep ``held``, newest last; the oldest go past the bound. One atomic step.
 
-        A create already held for the same call under another token is kept instead:
-        it was sent first, so it is the one whose record the store may hold.
+        A create of the call that this boundary holds or sends under another token
+        stays this call's, and ``held`` is not kept: of one call, a boundary holds one
+        token (:meth:`begin` adopts a held create rather than drawing another), so
+        another token of the key is another call under the same id, sent as the
+        duplicate it is, whose fate never displaces the call's own. A create dropped
+        (:meth:`drop`) while in flight is not kept either.
         """
-        key = held.key
+        key, token = held.key, held.request.invocation_token
         with self._lock:
             if self._in_flight.get(key) == held:
                 del self._in_flight[key]
                 self._fresh.discard(key)
-            current = self._held.get(key)
-            if current is not None and current.request.invocation_token != held.request.invocation_token:
+            if token in self._dropped:
+                self._dropped.discard(token)
                 return
-        self._keep(key, held)
+            flying = self._in_flight.get(key)
+            current = self._held.get(key)
+            for other in (flying, current):
+                if other is not None and other.request.invocation_token != token:
+                    return
+            self._keep_locked(key, held)
 
-    def begin(self, fresh: HeldCreate) -> bool:
-        """Mark the first send of a fresh create in flight; False if this call's create already is.
+    def begin(self, fresh: HeldCreate) -> bool | HeldCreate:
+        """Mark the first send of a fresh create in flight, or say what to send instead.
 
-        Atomic: of two concurrent sends of one call (same tool and arguments) from this
-        boundary, one is in flight and the other is told so (False), so that this
-        boundary never has two tokens of one call whose fates it would have to tell
-        apart. Another call under the same id (other tool or arguments) is not this
-        call: True, and it is sent as the duplicate it is (the first stays in flight).
+        Atomic, and it sees what :meth:`take` saw and everything since (another send
+        may have held its create while this one read the clock):
+
+        - True: ``fresh`` is in flight; send it. Also for another call under the same
+          id (other tool or arguments) than the one in flight or held: it is sent as
+          the duplicate it is, and never held in that call's place (:meth:`hold`).
+        - False: this call's create is in flight right now (the harness sent the call
+          twice at once): the call is in progress, its fate the first send's.
+        - a :class:`HeldCreate`: this call's create was held meanwhile; it is now in
+          flight, to be sent again with its token and reading (``fresh`` is dropped),
+          so that this boundary never has two tokens of one call whose fates it would
+          have to tell apart.
+
         End it with :meth:`release` (answered) or :meth:`hold` (outcome unknown).
         """
         key = fresh.key
+
+        def same(other: HeldCreate) -> bool:
+            return (
+                other.request.tool_name == fresh.request.tool_name
+                and other.request.request_json == fresh.request.request_json
+            )
+
         with self._lock:
             flying = self._in_flight.get(key)
-            if flying is None:
-                self._in_flight[key] = fresh
-                self._fresh.add(key)
-                return True
-            return not (
-                flying.request.tool_name == fresh.request.tool_name
-                and flying.request.request_json == fresh.request.request_json
-            )
+            if flying is not None:
+                return not same(flying)
+            held = self._held.get(key)
+            if held is not None and same(held):
+                del self._held[key]
+                self._in_flight[key] = held
+                return held
+            self._in_flight[key] = fresh
+            self._fresh.add(key)
+            return True
 
     def release(self, held: HeldCreate) -> None:
         """The send of ``held`` ended with an answer: it is no longer in flight (nor held)."""
         with self._lock:
+            self._dropped.discard(held.request.invocation_token)
             if self._in_flight.get(held.key) == held:
                 del self._in_flight[held.key]
                 self._fresh.discard(held.key)
 
     def drop(self, run_id: str, tool_call_id: str) -> bool:
-        """Forget the create held (or in flight) for this call; True if there was one."""
+        """Forget the create held (or in flight) for this call; True if there was one.
+
+        A create dropped while in flight stays dropped: when its send ends without an
+        answer it is not held again.
+        """
+        key = (run_id, tool_call_id)
         with self._lock:
-            flying = self._in_flight.pop((run_id, tool_call_id), None) is not None
-            self._fresh.discard((run_id, tool_call_id))
-        return super().drop(run_id, tool_call_id) or flying
+            flying = self._in_flight.pop(key, None)
+            self._fresh.discard(key)
+            if flying is not None:
+                self._dropped.add(flying.request.invocation_token)
+            held = self._held.pop(key, None)
+        return held is not None or flying is not None
 
     def take(
         self, run_id: str, tool_call_id: str, tool_name: str, request_json: str

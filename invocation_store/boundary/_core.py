@@ -115,9 +115,16 @@ class Core:
             return uses == 1
 
     def sole_use(self, token: str) -> bool:
-        """True while exactly one call of this boundary has drawn ``token``."""
+        """False once a second call of this boundary drew ``token`` within the window.
+
+        The window holds the last 65,536 draws; a token drawn before it (a create held
+        while that many others were drawn) counts as drawn once. That is safe: of one
+        call (key, tool, arguments) a boundary has one token in flight or held, so a
+        repeated token that left the window can only belong to another call, which the
+        kernel's ``is_own_create`` tells apart by its ids, tool, request text and time.
+        """
         with self._token_lock:
-            return self._token_uses.get(token) == 1
+            return self._token_uses.get(token, 1) == 1
 
     # -- held calls (see invocation_store._completion) -------------------------------------
 

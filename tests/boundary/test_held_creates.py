@@ -9,6 +9,7 @@ always``, are in ``test_held_creates_redis.py``.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from typing import Any
 
@@ -446,3 +447,178 @@ def test_the_async_boundary_holds_creates_too(clock: FakeClock) -> None:
         assert boundary.pending_creates() == ()
 
     asyncio.run(scenario())
+
+
+class _RacingStore:
+    """An async store face over a memory store: task "B" reads the clock slowly (a TIME round trip
+    on a fresh Redis store), task "A"'s create never lands, the others land and lose their reply,
+    until ``healed``."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.inner = AsyncMemoryStore(clock=clock)
+        self.healed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def synced_now_ms(self) -> int:
+        task = asyncio.current_task()
+        if task is not None and task.get_name() == "B":
+            await asyncio.sleep(0.02)
+        return int(await self.inner.synced_now_ms())
+
+    async def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+        if self.healed:
+            return await self.inner.create(request, limits)
+        task = asyncio.current_task()
+        if task is not None and task.get_name() == "A":
+            raise StoreUnavailableError("ConnectionError")  # never applied
+        await self.inner.create(request, limits)
+        raise StoreUnavailableError("ConnectionError")  # applied, the reply lost
+
+
+def test_a_send_that_read_the_clock_while_another_held_its_create_adopts_it(clock: FakeClock) -> None:
+    """CIS-BND-7: of two sends of one call at once, B finds nothing held and reads the clock; A's
+    create meanwhile fails before landing and is held. B then sends A's held create (its token),
+    never a second token of the call: a second token's record (B's, landed, reply lost) would be
+    refused forever against the boundary's one held token, the tool never run. The re-send after
+    the store heals runs the tool exactly once."""
+    executor = FakeExecutor()
+
+    async def main() -> tuple[list[ErrorCode | None], list[ErrorCode | None], int, InvocationStatus | None]:
+        store = _RacingStore(clock)
+        boundary = AsyncToolBoundary(store, ToolRegistry([tool(executor)]))  # type: ignore[arg-type]
+        context = await boundary.open_run(
+            RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=10, byte_budget=10**6
+        )
+        assert not isinstance(context, ErrorCode)
+        second = asyncio.create_task(boundary.invoke(context, envelope("call_1")), name="B")
+        first = asyncio.create_task(boundary.invoke(context, envelope("call_1")), name="A")
+        racing = [(await first).code, (await second).code]
+        store.healed = True
+        resent = [(await boundary.invoke(context, envelope("call_1"))).code for _ in range(2)]
+        record = await store.inner.get(RUN, "call_1")
+        return racing, resent, len(boundary.pending_creates()), None if record is None else record.status
+
+    racing, resent, pending, status = asyncio.run(main())
+    assert racing == [ErrorCode.STORE_UNAVAILABLE, ErrorCode.STORE_UNAVAILABLE]
+    assert resent == [None, ErrorCode.DUPLICATE_TOOL_CALL]
+    assert len(executor.calls) == 1
+    assert pending == 0
+    assert status is InvocationStatus.READY
+
+
+def test_threads_sending_one_call_at_once_never_strand_it(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-BND-6: the sync boundary from two threads sending each call at once; thread
+    A's creates never land, B's land and lose their reply. Whichever order they interleave in, the
+    boundary's held token is the record's, so the re-send after the store heals runs each tool
+    exactly once (none refused forever, none run twice)."""
+    executor = FakeExecutor()
+    healed: set[str] = set()
+
+    class _Split(ForwardingStore):
+        def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+            if request.tool_call_id in healed:
+                return super().create(request, limits)
+            if threading.current_thread().name == "A":
+                raise StoreUnavailableError("ConnectionError")  # never applied
+            super().create(request, limits)
+            raise StoreUnavailableError("ConnectionError")  # applied, the reply lost
+
+    boundary = boundary_for(_Split(MemoryStore(clock)), tool(executor))
+    context = open_run(boundary, tool_call_budget=10_000)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: the interleavings a loaded host makes
+    try:
+        codes = []
+        for index in range(1_000):
+            tool_call_id = f"call_{index}"
+            start = threading.Barrier(2)
+
+            def send(call: str = tool_call_id, barrier: threading.Barrier = start) -> None:
+                barrier.wait()
+                boundary.invoke(context, envelope(call))
+
+            threads = [threading.Thread(target=send, name=name) for name in "AB"]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            healed.add(tool_call_id)
+            codes.append(boundary.invoke(context, envelope(tool_call_id)).code)
+    finally:
+        sys.setswitchinterval(interval)
+    assert codes == [None] * len(codes)
+    assert len(executor.calls) == len(codes)
+    assert boundary.pending_creates() == ()
+
+
+def test_another_call_under_the_id_never_displaces_the_held_create(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-ID-5: call X's create is in flight when Y (same id, other arguments) is sent
+    and fails before landing; X's create lands and loses its reply. X's create is the one held,
+    not Y's: X's re-send runs X's tool exactly once (Y's fate never takes X's place)."""
+    executor = FakeExecutor()
+    store = LosingStore(clock)
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    other = envelope("call_1", arguments='{"q":"other"}')
+    inside: list[Any] = []
+
+    class _YDuringX(ForwardingStore):
+        def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+            if request.request_json == other.arguments:
+                raise StoreUnavailableError("ConnectionError")  # Y never lands
+            if not inside:
+                inside.append(boundary.invoke(context, other))  # Y, while X is in flight
+            answer = store.create(request, limits)
+            if len(inside) == 1:
+                raise StoreUnavailableError("ConnectionError")  # X landed; its reply is lost
+            return answer
+
+    boundary.store = _YDuringX(store)  # type: ignore[misc]
+    first = boundary.invoke(context, envelope("call_1"))
+    assert first.code is ErrorCode.STORE_UNAVAILABLE
+    assert inside[0].code is ErrorCode.STORE_UNAVAILABLE
+    inside.append("healed")
+    resent = boundary.invoke(context, envelope("call_1"))
+    assert resent.code is None
+    assert len(executor.calls) == 1
+    assert boundary.pending_creates() == ()
+
+
+def test_a_create_dropped_while_in_flight_stays_dropped(clock: FakeClock) -> None:
+    """CIS-BND-7: ``drop_pending`` of a call whose create is in flight forgets it for good: when
+    that send ends without an answer the create is not held again (not listed, not replayed)."""
+    store = LosingStore(clock)
+    boundary = boundary_for(store, tool(FakeExecutor()))
+    context = open_run(boundary)
+    dropped: list[bool] = []
+
+    class _DropDuringSend(ForwardingStore):
+        def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+            dropped.append(boundary.drop_pending(context, "call_1"))
+            raise StoreUnavailableError("ConnectionError")
+
+    boundary.store = _DropDuringSend(store)  # type: ignore[misc]
+    assert boundary.invoke(context, envelope("call_1")).code is ErrorCode.STORE_UNAVAILABLE
+    assert dropped == [True]
+    assert boundary.pending_creates() == ()
+
+
+def test_a_held_create_outlives_the_token_window(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CIS-BND-7, CIS-RETRY-2: a create held while more tokens than the repeat-detection window
+    holds were drawn is still the call's own when re-sent: the tool runs exactly once (the window
+    is 65,536 draws; made 4 here so the test draws a few)."""
+    from invocation_store.boundary import _core  # noqa: PLC0415 - the window is the module's constant
+
+    monkeypatch.setattr(_core, "_TOKEN_WINDOW", 4)
+    store = LosingStore(clock)
+    executor = FakeExecutor()
+    boundary = boundary_for(store, tool(executor))
+    context = open_run(boundary)
+    store.lose = 1
+    assert boundary.invoke(context, envelope("call_held")).code is ErrorCode.STORE_UNAVAILABLE
+    for index in range(10):
+        assert boundary.invoke(context, envelope(f"call_{index}")).code is None
+    assert boundary.invoke(context, envelope("call_held")).code is None
+    assert len(executor.calls) == 11

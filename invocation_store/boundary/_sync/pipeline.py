@@ -218,13 +218,18 @@ def admit(
         request = new_request(core, prepared)
         claimed = core.claim(request.invocation_token)
         sending = HeldCreate(request=request, not_before_ms=not_before_ms)
-        if not core.creates.begin(sending):
+        begun = core.creates.begin(sending)
+        if begun is False:
             # This boundary is sending this call's create right now (the harness sent the
             # call twice at once): it is the one in progress; a second token could only be
             # refused as its duplicate, and this boundary could no longer tell their fates.
             core.log.info("create of this call already in flight: %s", ErrorCode.CALL_IN_PROGRESS.value)
             return failed(prepared, ErrorCode.CALL_IN_PROGRESS)
-    else:
+        if isinstance(begun, HeldCreate):
+            # Another send of this call held its create while this one read the clock: send
+            # that create again (its token and reading), never a second token of the call.
+            held = begun
+    if held is not None:
         core.log.info("create of unknown outcome sent again with its invocation token")
         request, not_before_ms, claimed = held.request, held.not_before_ms, True
         sending = held
@@ -249,14 +254,15 @@ def admit(
             raise  # the caller's own interruption (a cancellation, Ctrl-C)
         return failed(prepared, core.store_failed(error, "create"))
     watch.stop("store")
-    core.creates.release(sending)
+    if admitted is ErrorCode.DURABILITY_NOT_REACHED and claimed:
+        # The record was written but not acknowledged durable: it may survive a
+        # failover as PROJECTING, so its fate is unknown. Hold it like a lost reply:
+        # a re-send replays the token, and runs the tool only if the record it finds
+        # is still this create's own.
+        core.creates.hold(sending)
+    else:
+        core.creates.release(sending)
     if isinstance(admitted, ErrorCode):
-        if admitted is ErrorCode.DURABILITY_NOT_REACHED and claimed:
-            # The record was written but not acknowledged durable: it may survive a
-            # failover as PROJECTING, so its fate is unknown. Hold it like a lost reply:
-            # a re-send replays the token, and runs the tool only if the record it finds
-            # is still this create's own.
-            core.creates.hold(sending)
         core.log.info("tool call refused at admission: %s", admitted.value)
         return failed(prepared, admitted)
     if admitted.replayed and not own_replay(core, admitted, request, claimed, not_before_ms):
