@@ -259,10 +259,13 @@ class Statements:
             name: f"SELECT tool_call_id FROM {p}{name} WHERE run_id = {q} ORDER BY position"
             for name in ("calls", "done")
         }
-        # The lapse sweep: ``expires_at_ms <= now`` mirrors kernel ``lapsed``.
+        # The lapse sweep: ``expires_at_ms <= now`` mirrors kernel ``lapsed``. The outer
+        # DELETE says it again: a row the subquery picked may be re-created meanwhile (a
+        # create upserting a lapsed id, its row lock awaited), and at READ COMMITTED
+        # PostgreSQL re-checks only the DELETE's own condition on the row's new version.
         self.lapsed_records = (
-            f"DELETE FROM {p}records WHERE (run_id, tool_call_id) IN (SELECT run_id, tool_call_id "
-            f"FROM {p}records WHERE expires_at_ms <= {q} LIMIT {q})"
+            f"DELETE FROM {p}records WHERE expires_at_ms <= {q} AND (run_id, tool_call_id) IN "
+            f"(SELECT run_id, tool_call_id FROM {p}records WHERE expires_at_ms <= {q} LIMIT {q})"
         )
         self.lapsed_runs = f"SELECT run_id FROM {p}runs WHERE expires_at_ms <= {q} LIMIT {q}{dialect.lock}"
         self.delete_lapsed_run = f"DELETE FROM {p}runs WHERE run_id = {q} AND expires_at_ms <= {q}"
@@ -447,7 +450,7 @@ class Statements:
         many rows of records and runs were deleted.
         """
         now = yield NOW
-        deleted = yield Execute(self.lapsed_records, (now, limit))
+        deleted = yield Execute(self.lapsed_records, (now, now, limit))
         rows = yield Fetch(self.lapsed_runs, (now, limit))
         for (run_id,) in rows:
             if (yield Execute(self.delete_lapsed_run, (run_id, now))) == 1:

@@ -32,6 +32,7 @@ operation on a worker thread (``asyncio.to_thread``), never blocking the loop.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -173,7 +174,8 @@ class SqliteStore:
             and time.monotonic() - self._last_sweep >= self._sweep_interval_s
         ):
             self._last_sweep = time.monotonic()
-            self.sweep_lapsed()
+            with contextlib.suppress(StoreUnavailableError):  # the write succeeded; the sweep can wait
+                self.sweep_lapsed()
         return result
 
     # -- the Protocol ----------------------------------------------------------------

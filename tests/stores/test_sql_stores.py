@@ -419,6 +419,91 @@ def test_async_sqlite_store_runs_off_the_loop(tmp_path: Path, clock: FakeClock) 
 # -- PostgreSQL: the database clock --------------------------------------------------
 
 
+def test_a_scheduled_sweep_that_fails_never_fails_the_write_it_follows(
+    make_sql_store: Callable[..., Any], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-TTL-4, CIS-FAIL-5: the sweep a store runs after a write (its schedule due) may fail (the
+    database locked by another process); the write it follows was committed and answers as such:
+    the run opens, the call is admitted, nothing is reported unavailable."""
+    store = make_sql_store(clock=clock, sweep_interval_ms=1)
+    sweeps: list[int] = []
+
+    def failing_sweep(limit: int | None = None) -> int:
+        sweeps.append(1)
+        raise StoreUnavailableError("OperationalError")
+
+    monkeypatch.setattr(store, "sweep_lapsed", failing_sweep)
+    store._last_sweep = float("-inf")
+    assert isinstance(open_default_run(store, clock()), RunState)
+    store._last_sweep = float("-inf")
+    assert isinstance(store.create(request("call_1"), LIMITS), Admission)
+    assert len(sweeps) == 2
+    assert store.get(RUN, "call_1") is not None
+
+
+@pytest.mark.postgres
+def test_a_lapse_sweep_never_deletes_a_record_re_created_while_it_waited(
+    postgres_dsn: str, clock: FakeClock
+) -> None:
+    """CIS-TTL-4, CIS-BND-6: the sweep picks a lapsed record while a create re-creating that id
+    holds its row (the upsert not yet committed); once the create commits, the row is live, and
+    the sweep deletes nothing. Deleting it let a re-sent id inside its new TTL be created and run
+    a third time (an independent review measured 3 executions)."""
+    prefix = f"cis_sweeprace_{secrets.token_hex(4)}_"
+    store = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock, sweep_interval_ms=10**9)
+    try:
+        open_default_run(store, clock(), ttl_ms=1_000, deadline_in_ms=100_000)
+        admitted(store, request("call_1"))
+        clock.advance(2_000)  # the record lapsed; its run lives on
+        swept: list[int] = []
+        with psycopg.connect(postgres_dsn) as creating:
+            creating.execute(
+                f"UPDATE {prefix}records SET expires_at_ms = %s WHERE run_id = %s AND tool_call_id = %s",
+                (clock() + 1_000, RUN, "call_1"),
+            )  # the create's upsert of the lapsed id, its row lock held until commit
+            sweeper = threading.Thread(target=lambda: swept.append(store.sweep_lapsed()))
+            sweeper.start()
+            sweeper.join(1.0)
+            assert sweeper.is_alive(), "the sweep waits for the create's row lock"
+            creating.commit()
+        sweeper.join(10)
+        assert swept == [0]
+        assert store.get(RUN, "call_1") is not None
+        again = store.create(request("call_1"), LIMITS)  # a re-send inside the new TTL: never a new record
+        assert not (isinstance(again, Admission) and not again.replayed), again
+    finally:
+        store.close()
+        drop_tables(postgres_dsn, prefix)
+
+
+@pytest.mark.postgres
+def test_the_first_clock_reading_uses_the_pools_connection_settings(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-STORE-10: ``now_ms()`` before any operation reads the database the pool reaches, with the
+    settings given as the pool's ``kwargs`` (here its port; libpq's default port is made useless),
+    never another server or none: the documented ``deadline_ms=store.now_ms() + ...`` works."""
+    from psycopg_pool import ConnectionPool  # noqa: PLC0415 - the postgres extra
+
+    params = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
+    port = params.pop("port")
+    monkeypatch.setenv("PGPORT", "1")  # nothing listens there
+    pool = ConnectionPool(psycopg.conninfo.make_conninfo(**params), kwargs={"port": port}, open=True)
+    prefix = f"cis_poolclock_{secrets.token_hex(4)}_"
+    store = PostgresStore(pool, prefix=prefix)
+    try:
+        first = store.now_ms()
+        with psycopg.connect(postgres_dsn) as conn:
+            row = conn.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint").fetchone()
+        assert row is not None
+        assert abs(int(row[0]) - first) < 5_000
+        assert isinstance(open_default_run(store, first), RunState)
+    finally:
+        store.close()
+        pool.close()
+        drop_tables(postgres_dsn, prefix)
+
+
 @pytest.mark.postgres
 def test_postgres_decides_on_the_database_clock(postgres_dsn: str) -> None:
     """CIS-STORE-10: with the default clock, records are stamped with clock_timestamp() read inside the

@@ -87,6 +87,12 @@ class PostgresStore:
         self._pool = pool
         conninfo = pool.conninfo
         self._conninfo = conninfo if isinstance(conninfo, str) else ""
+        # The pool's connection settings (a port, a password, TLS options given as
+        # ``kwargs``) reach the one clock reading made outside the pool too.
+        self._connect_kwargs: dict[str, Any] = {
+            "connect_timeout": 5,
+            **dict(getattr(pool, "kwargs", None) or {}),
+        }
         self._clock = clock
         self._db_clock = DatabaseClock()
         self._sql = Statements(POSTGRES, prefix)
@@ -128,13 +134,14 @@ class PostgresStore:
 
         With the database clock: the host's clock plus the offset measured at the last
         database reading, never ahead of ``clock_timestamp()`` (:class:`DatabaseClock`).
-        Before any operation it reads the database once, on a short-lived connection.
+        Before any operation it reads the database once, on a short-lived connection
+        made with the pool's connection string and ``kwargs`` (not its ``configure``).
         """
         if self._clock is not None:
             return self._clock()
         if not self._db_clock.calibrated:
             try:
-                with psycopg.connect(self._conninfo, connect_timeout=5) as conn:
+                with psycopg.connect(self._conninfo, **self._connect_kwargs) as conn:
                     row = conn.execute(CLOCK_SQL).fetchone()
             except psycopg.Error as exc:
                 raise StoreUnavailableError(type(exc).__name__) from None
