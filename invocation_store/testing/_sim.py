@@ -290,6 +290,7 @@ class _Op:
     decided_at: int | None = None  # what the store reported it decided at (``_decided``)
     reached: bool = False  # a request of it reached the store (else it certainly took no effect)
     script_times: list[int] = field(factory=list)  # the server's time at each of its script runs
+    read_times: list[int] = field(factory=list)  # the server's time at each plain read it sent
 
 
 _TASK: Final[contextvars.ContextVar[tuple[str, _Attempt | None]]] = contextvars.ContextVar(
@@ -714,6 +715,7 @@ class _Simulation:
                 on_change=self.observe_redis,
                 on_time=self._server_time_read,
                 on_write=self._write_received,
+                on_read=self._read_received,
                 on_reset=self.network.reset_node,
                 password=_SECRET,
             )
@@ -742,6 +744,11 @@ class _Simulation:
             tag.reached = True
             if script_ms is not None:
                 tag.script_times.append(script_ms)
+
+    @staticmethod
+    def _read_received(tag: object, ms: int) -> None:
+        if isinstance(tag, _Op):
+            tag.read_times.append(ms)
 
     # -- building ------------------------------------------------------------------------------
 
@@ -1429,7 +1436,9 @@ class _Simulation:
     def _time_used(self, op: _Op, clock: str) -> int:
         """The ``now_ms`` an operation was decided at (spec/history.md: the time the store really used).
 
-        An admission carries it (``created_at_ms``); otherwise the store's decision clock's
+        An admission carries it (``created_at_ms``); a script its server time when it ran
+        (an EVALSHA refused NOSCRIPT ran nothing, and is not timed); a plain read the
+        server's time when it ran; otherwise the store's decision clock's
         reading: the first server ``TIME`` of the operation, or the host clock's first
         reading (a refused create: its last, since a create that started too late is
         planned again with a fresh reading).
@@ -1448,6 +1457,10 @@ class _Simulation:
             return op.script_times[0] if op.failed is not None else op.script_times[-1]
         if op.decided_at is not None and op.failed is None:  # the store said when it decided
             return op.decided_at
+        if op.read_times and op.failed is None and not op.server_times and not op.script_times:
+            # A plain read decides at the server's time when it runs (Redis lapses keys on its
+            # own clock); the answer is its last attempt's.
+            return op.read_times[-1]
         if op.server_times:  # an unknown outcome that reached the store: its first application
             return op.server_times[0]
         if op.host_times:

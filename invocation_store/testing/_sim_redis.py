@@ -189,6 +189,10 @@ _KNOWN: Final = frozenset(
 #: Commands refused while memory is full (they may write).
 #: The commands whose ``TIME`` readings are decisions (reported through ``on_time``).
 _SCRIPTS: Final = frozenset({b"eval", b"evalsha", b"eval_ro", b"evalsha_ro", b"fcall", b"fcall_ro"})
+#: The plain reads a store's read path sends (for ``on_read``: the time a read decided at).
+_READS: Final = frozenset(
+    {b"get", b"mget", b"hget", b"hmget", b"hgetall", b"lrange", b"llen", b"pttl", b"exists"}
+)
 #: The commands a client's request can take effect through (for ``on_write``).
 _EFFECTS: Final = (
     _SCRIPTS | {b"set", b"hset", b"rpush", b"rename", b"pexpire", b"pexpireat", b"exec", b"del"} | {b"unlink"}
@@ -237,7 +241,16 @@ class _NodeSocket(FakeSocket):
         _SHIM.on_time_command = node.time_command_read if name in _SCRIPTS else None
         node.current_tag = self.tag
         if at_s is None and name in _EFFECTS and node.deployment.on_write is not None:
-            node.deployment.on_write(self.tag, node.time_ms() if name in _SCRIPTS else None)
+            # A script is timed only if it runs: an EVALSHA of a script the node does not
+            # hold (after a restart) is refused NOSCRIPT, and the client sends EVAL after it.
+            runs = name in _SCRIPTS and not (
+                name in (b"evalsha", b"evalsha_ro")
+                and len(fields) > 1
+                and fields[1] not in self._server.script_cache
+            )
+            node.deployment.on_write(self.tag, node.time_ms() if runs else None)
+        elif at_s is None and name in _READS and node.deployment.on_read is not None:
+            node.deployment.on_read(self.tag, node.time_ms())
         try:
             if (
                 name in _NODE_COMMANDS or (name == b"hello" and len(fields) == 1)
@@ -506,8 +519,9 @@ class SimRedisDeployment:
     that changed a master's data; ``on_time(tag, ms)`` after each ``TIME`` a script read (its decision time);
     ``on_reset(node)`` when a node drops its connections; ``on_write(tag, ms)`` before a master
     runs a write or a script sent by a client (the request may take effect from then on;
-    ``ms`` the node's time for a script, which decides at it, else None);
-    ``password``: ``requirepass``.
+    ``ms`` the node's time for a script, which decides at it, else None); ``on_read(tag,
+    ms)`` when a master or replica runs a plain read sent by a client (a read decides at
+    the node's time: Redis lapses keys on its own clock); ``password``: ``requirepass``.
     """
 
     def __init__(
@@ -522,6 +536,7 @@ class SimRedisDeployment:
         on_time: Callable[[object, int], None],
         on_reset: Callable[[SimRedisNode], None],
         on_write: Callable[[object, int | None], None] | None = None,
+        on_read: Callable[[object, int], None] | None = None,
         password: str = "",
     ) -> None:
         if persistence not in PERSISTENCE or flavour not in SERVER_FLAVOURS:
@@ -535,6 +550,7 @@ class SimRedisDeployment:
         self._on_time = on_time
         self._on_reset = on_reset
         self.on_write = on_write
+        self.on_read = on_read
         self.master = SimRedisNode(self, "node-a")
         self.standby: SimRedisNode | None = SimRedisNode(self, "node-b") if replica else None
         if self.standby is not None:

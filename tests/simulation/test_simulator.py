@@ -6,6 +6,7 @@ runs ten times the seeds and longer schedules.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -305,3 +306,43 @@ def test_a_history_file_that_cannot_be_written_is_refused_before_any_seed_runs(
     lines = written.read_text(encoding="ascii").splitlines()
     assert lines
     assert all(isinstance(json.loads(line), dict) for line in lines)
+
+
+def test_a_script_refused_noscript_is_not_timed_and_a_plain_read_is() -> None:
+    """CIS-SIM-9: the history times an operation where the server decided it. An EVALSHA of a script
+    the node does not hold (after a restart) is refused NOSCRIPT and runs nothing: it reaches the
+    node but gets no script time (it made an open look decided before the run it opened, a false
+    "not linearizable" on seed 11016); the EVAL after it, and the EVALSHA once loaded, get the
+    node's time. A plain read gets the node's time when it runs (a read during a restart was
+    timed at its start, before the lapse its answer saw: seed 10022)."""
+    writes: list[tuple[object, int | None]] = []
+    reads: list[tuple[object, int]] = []
+    loop = types.SimpleNamespace(now_ns=5_000_000_000)
+    deployment = SimRedisDeployment(
+        loop,
+        persistence="none",
+        replica=False,
+        flavour="redis",
+        repl_delay_ms=lambda: 0,
+        on_change=lambda node: None,
+        on_time=lambda tag, ms: None,
+        on_reset=lambda node: None,
+        on_write=lambda tag, ms: writes.append((tag, ms)),
+        on_read=lambda tag, ms: reads.append((tag, ms)),
+    )
+    replies: list[bytes] = []
+    sock = _NodeSocket(deployment.master, replies.append)
+    sock.tag = "op"
+    script = b"return redis.call('SET', KEYS[1], '1')"
+    sha = hashlib.sha1(script).hexdigest().encode()  # Redis names a script by its SHA-1
+    sock.run([b"EVALSHA", sha, b"1", b"k"])
+    assert replies[-1].startswith(b"-NOSCRIPT")
+    sock.run([b"EVAL", script, b"1", b"k"])
+    sock.run([b"EVALSHA", sha, b"1", b"k"])
+    now = deployment.master.time_ms()
+    assert writes == [("op", None), ("op", now), ("op", now)]
+    loop.now_ns += 7_000_000
+    sock.run([b"GET", b"k"])
+    sock.run([b"SET", b"k", b"2"])
+    assert reads == [("op", now + 7)]
+    assert writes[-1] == ("op", None)
