@@ -45,7 +45,13 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--depth", type=int, default=None, metavar="N", help="most events in a sequence")
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        metavar="N",
+        help="most events in a sequence (default 8, or 9 with --large; given, it replaces either)",
+    )
     parser.add_argument(
         "--large", action="store_true", help="the larger scope (depth 9, clock steps 1 and 2 s)"
     )

@@ -128,6 +128,10 @@ def _schedules(args: argparse.Namespace) -> list[Schedule] | str:
         return f"unknown planted fault {args.planted!r} (one of {', '.join(_PLANTED)})"
     if args.seeds < 1 or args.hosts < 1 or args.steps < 1 or args.max_skew_ms < 0:
         return "--seeds, --hosts and --steps must be at least 1, --max-skew-ms at least 0"
+    if args.seed < 0 or (args.replay is not None and args.replay < 0):
+        return "--seed and --replay must be at least 0"
+    if args.replay is not None and args.schedule is not None:
+        return "give --replay SEED or --schedule TEXT, not both"
     if args.schedule is not None:
         try:
             return [decode(args.schedule)]
@@ -158,7 +162,10 @@ def _report_failure(args: argparse.Namespace, result: SimulationResult, *, repla
     print(f"seed {schedule.seed}: {len(result.violations)} violation(s) ({schedule.deployment.label()})")
     for violation in result.violations[:10]:
         print("  " + violation.render())
-    print(f"  replay: {_command(args, '--replay', str(schedule.seed), *_shape(args))}")
+    if args.schedule is not None:  # a schedule replays as itself: its seed alone is another run
+        print(f"  replay: {_command(args, '--schedule', args.schedule)}")
+    else:
+        print(f"  replay: {_command(args, '--replay', str(schedule.seed), *_shape(args))}")
     if args.no_shrink or replaying:
         return
     small = shrink_failure(result)

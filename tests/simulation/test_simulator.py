@@ -346,3 +346,25 @@ def test_a_script_refused_noscript_is_not_timed_and_a_plain_read_is() -> None:
     sock.run([b"SET", b"k", b"2"])
     assert reads == [("op", now + 7)]
     assert writes[-1] == ("op", None)
+
+
+def test_bad_seeds_and_a_replayed_schedule_say_what_to_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-SIM-2: a negative seed, or both ``--replay`` and ``--schedule``, is a bad option (exit 2,
+    one line); a failing ``--schedule`` run names itself (``--schedule TEXT``) as its replay
+    command, never the seed's default run, which is another schedule."""
+    from invocation_store.cli import main  # noqa: PLC0415 - the CLI entry point under test
+
+    for options in (["--seed", "-1"], ["--replay", "-2"], ["--replay", "3", "--schedule", "x"]):
+        assert main(["simulate", *options]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err.count("\n") == 1
+    assert main(["simulate", "--planted", "dropped-create", "--seeds", "10", "--steps", "150"]) == 1
+    out, _ = capsys.readouterr()
+    minimal = next(line for line in out.splitlines() if "replay the minimal schedule:" in line)
+    text = minimal.split("--schedule ", 1)[1].split()[0]
+    assert main(["simulate", "--planted", "dropped-create", "--schedule", text]) == 1
+    out, _ = capsys.readouterr()
+    (replay,) = [line for line in out.splitlines() if line.strip().startswith("replay:")]
+    assert f"--schedule {text}" in replay
+    assert "--replay" not in replay
