@@ -13,11 +13,11 @@ The module holds the type tags and field names the ``anthropic``, ``openai`` and
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import sys
 from pathlib import Path
 
+from invocation_store._generated import generate_main
 from invocation_store.providers._sdk_types import derive, render
 
 MODULE = Path(__file__).resolve().parent.parent / "invocation_store" / "providers" / "_sdk_tables.py"
@@ -32,19 +32,13 @@ def source() -> str:
 
 def main(argv: list[str] | None = None, path: Path = MODULE) -> int:
     """Write (or with ``--check`` compare) ``path``; returns the exit code (0, or 1 if stale)."""
-    parser = argparse.ArgumentParser(description="Generate the provider SDK tables module.")
-    parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 if stale")
-    args = parser.parse_args(argv)
-    text = source()
-    current = path.read_text(encoding="utf-8") if path.exists() else None
-    if current == text:
-        return 0
-    if args.check:
-        print(f"{path.name} is stale: run scripts/gen_provider_tables.py", file=sys.stderr)
-        return 1
-    path.write_text(text, encoding="utf-8")
-    print(f"wrote {path.name}")
-    return 0
+    return generate_main(
+        argv,
+        path,
+        source,
+        description="Generate the provider SDK tables module.",
+        script="scripts/gen_provider_tables.py",
+    )
 
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@ fails when it is stale.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
+from invocation_store._generated import generate_main
 from invocation_store.kernel import (
     CODE_REQUIREMENTS,
     ERROR_MESSAGES,
@@ -78,19 +78,13 @@ def document() -> str:
 
 def main(argv: list[str] | None = None, path: Path = DOC_FILE) -> int:
     """Write (or with ``--check`` compare) ``path``; returns the exit code (0, or 1 if stale)."""
-    parser = argparse.ArgumentParser(description="Generate docs/errors.md from the kernel's error codes.")
-    parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 if stale")
-    args = parser.parse_args(argv)
-    text = document()
-    current = path.read_text(encoding="utf-8") if path.exists() else None
-    if current == text:
-        return 0
-    if args.check:
-        print(f"{path.name} is stale: run scripts/generate_error_docs.py", file=sys.stderr)
-        return 1
-    path.write_text(text, encoding="utf-8")
-    print(f"wrote {path.name}")
-    return 0
+    return generate_main(
+        argv,
+        path,
+        document,
+        description="Generate docs/errors.md from the kernel's error codes.",
+        script="scripts/generate_error_docs.py",
+    )
 
 
 if __name__ == "__main__":
