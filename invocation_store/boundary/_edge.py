@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._runners import type_name
 from ..kernel import MAX_SAFE_INT, ErrorCode, EvidenceStatus, Projection, RunContext, ToolCallEnvelope
 from ..kernel import check_run_parameters as kernel_check_run_parameters
 
@@ -75,15 +76,13 @@ def check_context(context: object) -> RunContext:
     ``ValueError`` (RunContext's own check) if a subclass or a mutated context holds an
     unsafe run id.
     """
-    if isinstance(context, ErrorCode):
-        raise TypeError(
-            f"context must be a RunContext; got ErrorCode.{context.name}: open_run refused the run "
-            "(check its result before invoking; the boundary's log says why)"
-        )
     if not isinstance(context, RunContext):
-        name = type(context).__name__
-        shown = name if name.isascii() and name.isidentifier() and len(name) <= 64 else "another type"
-        raise TypeError(f"context must be a RunContext; got {shown}")
+        if isinstance(context, ErrorCode):
+            raise TypeError(
+                f"context must be a RunContext; got ErrorCode.{context.name}: open_run refused the run "
+                "(check its result before invoking; the boundary's log says why)"
+            )
+        raise TypeError(f"context must be a RunContext; got {type_name(context)}")
     run_id = context.run_id
     if type(context) is RunContext and type(run_id) is str:
         return context
