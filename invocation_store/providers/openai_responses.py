@@ -142,11 +142,12 @@ def _client_run_arguments(item: object, kind: str, request_bytes: int | None) ->
     batch is given as ``{"actions": [...]}``. An item carrying both, or neither, gets
     None (INVALID_ARGUMENTS): which of them is the call is unknowable.
     """
-    if kind == "computer_call" and get(item, "actions") is not None:
-        if get(item, "action") is not None or not isinstance(get(item, "actions"), list):
-            return None
-        return serialize_object({"actions": get(item, "actions")}, request_bytes)
-    return serialize_object(get(item, CLIENT_RUN_CALLS[kind]), request_bytes)
+    actions = get(item, "actions") if kind == "computer_call" else None
+    if actions is None:
+        return serialize_object(get(item, CLIENT_RUN_CALLS[kind]), request_bytes)
+    if get(item, "action") is not None or not isinstance(actions, list):
+        return None
+    return serialize_object({"actions": actions}, request_bytes)
 
 
 def _is_item(item: Mapping[str, Any]) -> bool:
