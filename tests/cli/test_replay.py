@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from invocation_store._cli import replay as replay_module
 from invocation_store.adapters import MemoryStore
@@ -487,6 +488,40 @@ def test_a_refused_server_is_named_by_its_setting(
     assert err.count("\n") == 1
     assert named in err
     assert "(unknown)" not in err
+
+
+@pytest.mark.redis
+def test_a_user_who_may_not_write_is_named_not_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+    """CIS-FAIL-5, CIS-DUR-9: replaying as a user granted only reads fails on its first write; the
+    one line names the refusal (the server check's permission error), never "(unknown)": the
+    read that used to name the failure succeeds for such a user. No password in it."""
+    try:
+        server = redis_server()
+        url = server.__enter__()
+    except RedisServerUnavailableError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(str(exc))
+    try:
+        with redis.Redis.from_url(url) as admin:
+            admin.acl_setuser(
+                "reader",
+                enabled=True,
+                reset=True,
+                passwords=["+reader-pw"],
+                keys=["*"],
+                commands=["-@all", "+@read", "+@connection"],
+            )
+        reader = url.replace("redis://", "redis://reader:reader-pw@")
+        code = main(["replay", str(TRANSCRIPTS / "gemini.json"), "--redis-url", reader])
+    finally:
+        server.__exit__(None, None, None)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "NoPermissionError" in err
+    assert "(unknown)" not in err
+    assert "reader-pw" not in out + err
 
 
 def test_examples_readme_shows_the_real_output(
