@@ -26,6 +26,8 @@ run to one core.
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import random
 import re
 import shutil
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Final
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,26 +125,51 @@ EQUIVALENT.update(
         f"invocation_store.adapters.memory.x{_SEP}MemoryStore{_SEP}close_run__mutmut_2": (
             "cancel=None instead of False: only its truth is read"
         ),
+        "invocation_store.adapters._redis_create.x_plan_create__mutmut_49": (
+            "the late-check field 'None' where no Begin check refused: that branch is taken only for "
+            "arguments with no UTF-8 size, which the script answers INVALID_ARGUMENTS before it reads it"
+        ),
+        f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}current__mutmut_11": (
+            "set_status_on_exception=True: the invoke wrapper's handler then sets the span's final status "
+            "(ERROR, no description) over it, so the exported span is the same"
+        ),
     }
 )
 
-#: The ``[tool.mutmut]`` table of the adapters run (written into the scratch copy).
-ADAPTERS_TABLE = """[tool.mutmut]
+#: What each scratch-copy target mutates, and the tests that check its mutants.
+TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # Every module of the stores (memory, Redis, SQL) and their reply checks.
+    "adapters": (("invocation_store/adapters/*",), ("tests/stores/",)),
+    # Every module of the boundary (pipeline, runner, registry, results, telemetry).
+    "boundary": (("invocation_store/boundary/*",), ("tests/boundary/", "tests/adversarial/")),
+}
+
+#: The ``[tool.mutmut]`` table of a scratch-copy run; ``{only}`` and ``{tests}`` are filled in.
+SCRATCH_TABLE = """[tool.mutmut]
 source_paths = ["invocation_store/"]
-only_mutate = [
-    "invocation_store/adapters/memory.py",
-    "invocation_store/adapters/_async/redis.py",
-    "invocation_store/adapters/_sync/redis.py",
-    "invocation_store/adapters/_redis_keys.py",
-    "invocation_store/adapters/_redis_decode.py",
-    "invocation_store/adapters/_redis_runs.py",
-    "invocation_store/adapters/_redis_create.py",
-    "invocation_store/adapters/_redis_complete.py",
-    "invocation_store/adapters/_redis_clock.py",
-]
+only_mutate = [{only}]
 also_copy = ["conftest.py", "spec/", "examples/"]
 pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-x"]
-pytest_add_cli_args_test_selection = ["tests/stores/"]
+pytest_add_cli_args_test_selection = [{tests}]
+"""
+
+#: Appended to the scratch copy's conftest.py: a mutant's tests run fastest first (mutmut
+#: passes them in no particular order, and stops at the first failure), so that a mutant
+#: a quick test kills does not wait for the slow ones.
+FASTEST_FIRST = """
+
+def pytest_collection_modifyitems(config, items):  # added by scripts/mutation.py
+    import json as _json
+    import os as _os
+
+    if "__mutmut_" not in _os.environ.get("MUTANT_UNDER_TEST", ""):
+        return
+    try:
+        with open("mutmut-stats.json", encoding="utf-8") as _stats:
+            _took = _json.load(_stats)["duration_by_test"]
+    except (OSError, ValueError, KeyError):
+        return
+    items.sort(key=lambda item: _took.get(item.nodeid, 0.0))
 """
 
 
@@ -162,21 +190,31 @@ def _statuses(workdir: Path) -> dict[str, str]:
     return found
 
 
+#: mutmut statuses that count as caught: a test failed, ran over its time, or mypy --strict
+#: (which CI runs) rejected the mutated code.
+CAUGHT: Final = frozenset({"killed", "timeout", "caught by type check"})
+#: Statuses of a mutant nothing caught: its tests passed, or no test reaches its function.
+UNCAUGHT: Final = frozenset({"survived", "no tests"})
+
+
 def _report(target: str, statuses: dict[str, str]) -> int:
     total = len(statuses)
-    killed = sum(status in {"killed", "timeout"} for status in statuses.values())
-    survivors = sorted(name for name, status in statuses.items() if status == "survived")
+    killed = sum(status in CAUGHT for status in statuses.values())
+    typed = sum(status == "caught by type check" for status in statuses.values())
+    survivors = sorted(name for name, status in statuses.items() if status in UNCAUGHT)
+    untested = sum(statuses[name] == "no tests" for name in survivors)
     equivalent = [name for name in survivors if name in EQUIVALENT]
     unexplained = [name for name in survivors if name not in EQUIVALENT]
     other = total - killed - len(survivors)
     judged = total - len(equivalent)
     score = 100.0 * killed / judged if judged else 100.0
     print(
-        f"{target}: {total} mutants, {killed} killed, {len(survivors)} survived "
-        f"({len(equivalent)} equivalent), score {score:.1f}%" + (f", {other} not run" if other else "")
+        f"{target}: {total} mutants, {killed} killed ({typed} by mypy), {len(survivors)} survived "
+        f"({untested} with no test, {len(equivalent)} equivalent), score {score:.1f}%"
+        + (f", {other} not run" if other else "")
     )
     for name in unexplained:
-        print(f"  survived, not judged equivalent: {name}")
+        print(f"  {statuses[name]}, not judged equivalent: {name}")
     return 0
 
 
@@ -189,7 +227,7 @@ def run_kernel(max_children: int) -> int:
     return _report("kernel", _statuses(ROOT))
 
 
-def _scratch_copy(destination: Path) -> None:
+def _scratch_copy(destination: Path, only: tuple[str, ...], tests: tuple[str, ...]) -> None:
     files = subprocess.run(
         ["git", "ls-files", "-z"],  # noqa: S607 - git from PATH, as a developer runs it
         cwd=ROOT,
@@ -206,54 +244,121 @@ def _scratch_copy(destination: Path) -> None:
     pyproject = destination / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
     table = re.compile(r"^\[tool\.mutmut\]\n(?:(?!^\[).*\n?)*", re.MULTILINE)
-    pyproject.write_text(table.sub(ADAPTERS_TABLE + "\n", text), encoding="utf-8")
+    filled = SCRATCH_TABLE.format(
+        only=", ".join(f'"{path}"' for path in only),
+        tests=", ".join(f'"{path}"' for path in tests),
+    )
+    pyproject.write_text(table.sub(filled + "\n", text), encoding="utf-8")
+    with (destination / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write(FASTEST_FIRST)
 
 
-def run_adapters(sample: int, seed: int, max_children: int, keep: Path | None = None) -> int:
-    """A seeded sample of adapter mutants, in a scratch copy of the tracked files.
+_MUTANT_DEF: Final = re.compile(r"__mutmut_\d+$")
 
-    ``keep`` names a directory to hold the copy (kept afterwards, for ``mutmut show``);
-    by default a temporary one is removed at the end.
+
+def _caught_by_mypy(workdir: Path) -> set[str]:
+    """Mutants ``mypy --strict`` rejects, run once over every generated mutant.
+
+    CI runs mypy on every change, so such a mutant never lands: it counts as caught. Each
+    error is charged to the mutant function whose lines hold it; errors outside every
+    mutant function are the trampolines' own (mutmut's scaffolding) and are ignored.
+    (mutmut's own ``type_check_command`` stops at the first such error instead.)
     """
+    mutants = workdir / "mutants"
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "invocation_store", "--no-warn-unused-ignores", "--output", "json"],
+        cwd=mutants,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines_by_file: dict[str, set[int]] = {}
+    for line in done.stdout.splitlines():
+        if line.strip():
+            error = json.loads(line)
+            lines_by_file.setdefault(error["file"], set()).add(int(error["line"]))
+    caught = set()
+    for name, lines in lines_by_file.items():
+        path = mutants / name
+        module = ".".join(path.relative_to(mutants).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _MUTANT_DEF.search(node.name):
+                end = node.end_lineno or node.lineno
+                if any(node.lineno <= line <= end for line in lines):
+                    caught.add(f"{module}.{node.name}")
+    return caught
+
+
+def run_scratch(
+    target: str,
+    sample: int | None,
+    *,
+    seed: int,
+    max_children: int,
+    keep: Path | None = None,
+    files: tuple[str, ...] = (),
+) -> int:
+    """The mutants of ``target`` (a key of :data:`TARGETS`), in a scratch copy of the tracked files.
+
+    ``sample``: a seeded sample of that many mutants, or None for every mutant. ``files``
+    narrows the modules mutated (paths or ``dir/*`` patterns; default: the target's).
+    ``keep`` names a directory to hold the copy (kept afterwards, for ``mutmut show`` and
+    for ``mutmut run <names>`` after new tests); by default a temporary one is removed.
+    """
+    only, tests = TARGETS[target]
     with tempfile.TemporaryDirectory(prefix="cis-mutation-") as scratch:
         workdir = Path(scratch) if keep is None else keep
         if keep is not None and keep.exists():
             shutil.rmtree(keep)
-        _scratch_copy(workdir)
+        _scratch_copy(workdir, files or only, tests)
         # A first run with a name matching nothing generates every mutant and the test map.
         first = _mutmut(workdir, "run", "--max-children", str(max_children), "no-such-mutant")
         if "failed to collect stats" in first.stdout + first.stderr:
             # The unmutated tests failed in the copy (a file they read was not copied?).
-            print("adapters: the tests fail on the unmutated copy", first.stdout[-2000:], sep="\n")
+            print(f"{target}: the tests fail on the unmutated copy", first.stdout[-2000:], sep="\n")
             return 1
         names = sorted(_statuses(workdir))
         if not names:
-            print("adapters: mutmut generated no mutants")
+            print(f"{target}: mutmut generated no mutants", first.stdout[-2000:], first.stderr[-2000:])
             return 1
-        draw = random.Random(seed)  # noqa: S311 - a reproducible sample, not a secret
-        chosen = sorted(draw.sample(names, min(sample, len(names))))
-        done = _mutmut(workdir, "run", "--max-children", str(max_children), *chosen)
+        typed = _caught_by_mypy(workdir) & set(names)
+        if sample is None:
+            chosen, label = names, f"{target} (every mutant)"
+        else:
+            draw = random.Random(seed)  # noqa: S311 - a reproducible sample, not a secret
+            chosen = sorted(draw.sample(names, min(sample, len(names))))
+            label = f"{target} (sample of {len(chosen)} of {len(names)}, seed {seed})"
+        tested = [name for name in chosen if name not in typed]
+        done = _mutmut(workdir, "run", "--max-children", str(max_children), *tested)
         if done.returncode != 0:
             print(done.stdout[-2000:], done.stderr[-2000:], sep="\n")
-        statuses = _statuses(workdir)
-        return _report(
-            f"adapters (sample of {len(chosen)} of {len(names)}, seed {seed})",
-            {name: statuses.get(name, "not run") for name in chosen},
-        )
+        statuses = {**_statuses(workdir), **dict.fromkeys(typed, "caught by type check")}
+        return _report(label, {name: statuses.get(name, "not run") for name in chosen})
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and run; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("target", choices=("kernel", "adapters"))
-    parser.add_argument("--sample", type=int, default=60, help="adapter mutants to run (default 60)")
-    parser.add_argument("--seed", type=int, default=16, help="seed of the adapter sample (default 16)")
+    parser.add_argument("target", choices=("kernel", *TARGETS))
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--sample", type=int, default=60, help="mutants to run (default 60)")
+    size.add_argument("--all", action="store_true", help="every mutant of the target, not a sample")
+    parser.add_argument("--seed", type=int, default=16, help="seed of the sample (default 16)")
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutants (default 1)")
-    parser.add_argument("--keep", type=Path, help="adapters: keep the scratch copy here (emptied first)")
+    parser.add_argument("--keep", type=Path, help="keep the scratch copy here (emptied first)")
+    parser.add_argument("--file", action="append", default=[], help="mutate only this module (repeatable)")
     args = parser.parse_args(argv)
     if args.target == "kernel":
         return run_kernel(args.max_children)
-    return run_adapters(args.sample, args.seed, args.max_children, args.keep)
+    sample = None if args.all else args.sample
+    return run_scratch(
+        args.target,
+        sample,
+        seed=args.seed,
+        max_children=args.max_children,
+        keep=args.keep,
+        files=tuple(args.file),
+    )
 
 
 if __name__ == "__main__":
