@@ -42,7 +42,7 @@ from invocation_store import (
 )
 from invocation_store._logs import PACKAGE_LOGGERS, CallIdsFilter
 from invocation_store.adapters.redis import RedisStore
-from invocation_store.boundary._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES
+from invocation_store.boundary._telemetry import INSTRUMENTS, SPAN_ATTRIBUTES, _histogram
 
 from ._otel import metric_reader, recording
 
@@ -560,3 +560,22 @@ def test_no_module_makes_a_package_logger_the_filter_misses() -> None:
         if name not in PACKAGE_LOGGERS
     )
     assert stray == [], "make these with invocation_store._logs.package_logger"
+
+
+class _OldMeter:
+    """A meter of an OpenTelemetry API older than the bucket advisory: it takes name, unit, description."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[str, str, str]] = []
+
+    def create_histogram(self, name: str, unit: str = "", description: str = "") -> str:
+        self.made.append((name, unit, description))
+        return name
+
+
+def test_an_older_metrics_api_still_gets_seconds() -> None:
+    """CIS-OBS-3: where the meter refuses the bucket advisory, the histogram is made again with the
+    same name, unit (seconds) and description, without it."""
+    meter = _OldMeter()
+    assert _histogram(meter, "invocation_store.duration", "whole invoke") == "invocation_store.duration"
+    assert meter.made == [("invocation_store.duration", "s", "whole invoke")]

@@ -191,6 +191,17 @@ def test_durability_values_are_checked() -> None:
         Durability(aof=1)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("store_class", [RedisStore, AsyncRedisStore])
+def test_a_socket_timeout_equal_to_the_wait_is_refused(store_class: type[Any]) -> None:
+    """CIS-DUR-2: a waiting mode needs the client's socket timeout strictly longer than its wait
+    (equal, the read gives up as the wait ends, and the wait is resent): equal is refused when
+    the store is built, one millisecond longer is accepted. No connection is made."""
+    durability = Durability(replicas=1, timeout_ms=1_500)
+    with pytest.raises(ValueError, match=r"timeout_ms \(1500 ms\) must be shorter .* \(1500 ms\)"):
+        store_class.from_url("redis://127.0.0.1:1/0", durability=durability, socket_timeout=1.5)
+    store_class.from_url("redis://127.0.0.1:1/0", durability=durability, socket_timeout=1.501)  # accepted
+
+
 def _has_waitaof(url: str) -> bool:
     with redis.Redis.from_url(url) as client:
         return client.execute_command(b"COMMAND", b"INFO", b"WAITAOF")[0] is not None

@@ -1,0 +1,332 @@
+"""What the boundary logs, line for line: every event an operator reads, sync and async (CIS-ERR-2).
+
+Each scenario drives one boundary through one event and compares the whole list of
+(logger, level, message) it logged with the line written here, so that a changed
+text, a dropped argument, a wrong level or a line logged twice fails. The same
+scenarios run on ``ToolBoundary`` and ``AsyncToolBoundary`` (two modules, one text).
+No line holds a payload, a key or a credential (the leaky store error carries all three).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from invocation_store import (
+    AsyncMemoryStore,
+    AsyncToolBoundary,
+    ErrorCode,
+    MemoryStore,
+    RunContext,
+    StoreUnavailableError,
+    ToolBoundary,
+    ToolRegistry,
+    ToolSpec,
+)
+from invocation_store.adapters import CorruptRecordError
+from invocation_store.testing import FakeClock
+
+from ._fakes import MARKER, PASSWORD, RUN, SECRET_KEY, FailingStore, FakeProjector, envelope
+
+BOUNDARY = "invocation_store.boundary"
+INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
+
+
+class Harness:
+    """One boundary of either flavour behind one awaitable face, over a memory store and a FakeClock."""
+
+    def __init__(self, flavour: str, *specs: ToolSpec, budget: int = 5) -> None:
+        self.flavour = flavour
+        self.clock = FakeClock(1_000_000)
+        registry = ToolRegistry(list(specs) or [tool()])
+        if flavour == "sync":
+            self.inner: Any = MemoryStore(self.clock)
+            self.boundary: Any = ToolBoundary(self.inner, registry)
+        else:
+            self.inner = AsyncMemoryStore(clock=self.clock)
+            self.boundary = AsyncToolBoundary(self.inner, registry)
+        self.budget = budget
+        self.context: RunContext | None = None
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        answer = getattr(self.boundary, method)(*args, **kwargs)
+        return await answer if self.flavour == "async" else answer
+
+    def fail(self, *methods: str, error: Callable[[], BaseException] | None = None) -> None:
+        """From now on the store raises from ``methods`` (a leaky ConnectionError by default)."""
+        options: dict[str, Any] = {} if error is None else {"error": error}
+        self.boundary.store = FailingStore(self.inner, methods, is_async=self.flavour == "async", **options)
+
+    def heal(self) -> None:
+        self.boundary.store = self.inner
+
+    async def open(self) -> RunContext:
+        context = await self._call(
+            "open_run",
+            RUN,
+            deadline_ms=self.clock() + 60_000,
+            ttl_ms=60_000,
+            tool_call_budget=self.budget,
+            byte_budget=1 << 20,
+        )
+        assert isinstance(context, RunContext), context
+        self.context = context
+        return context
+
+    async def invoke(self, tool_call_id: str, **fields: Any) -> ErrorCode | None:
+        assert self.context is not None
+        result = await self._call("invoke", self.context, envelope(tool_call_id, **fields))
+        return result.code  # type: ignore[no-any-return]
+
+    async def sweep(self, older_than_ms: int) -> int:
+        assert self.context is not None
+        return await self._call("sweep_stale", self.context, older_than_ms)  # type: ignore[no-any-return]
+
+    async def progress(self) -> Any:
+        assert self.context is not None
+        return await self._call("project_progress", self.context)
+
+
+def tool(**fields: Any) -> ToolSpec:
+    """The ``search`` tool, inline, with a valid projection unless ``fields`` say otherwise."""
+    base: dict[str, Any] = {
+        "name": "search",
+        "executor": lambda arguments: '{"hits":[]}',
+        "projector": FakeProjector(),
+        "timeout_ms": None,
+    }
+    return ToolSpec(**{**base, **fields})
+
+
+def _slow(arguments: Any) -> str:
+    time.sleep(0.3)
+    return "late"
+
+
+class _CorruptReads:
+    """A store whose batched read finds ``call_9`` corrupt (no TTL) and the rest as they are."""
+
+    def __init__(self, inner: Any, is_async: bool) -> None:
+        self.inner = inner
+        self.is_async = is_async
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != "get_many":
+            return attr
+        if self.is_async:
+
+            async def get_many_async(run_id: str, ids: Any) -> Any:
+                raise CorruptRecordError(run_id, {"call_9": "NoTTL"}, await attr(run_id, ids))
+
+            return get_many_async
+
+        def get_many(run_id: str, ids: Any) -> Any:
+            raise CorruptRecordError(run_id, {"call_9": "NoTTL"}, attr(run_id, ids))
+
+        return get_many
+
+
+async def preflight(h: Harness) -> list[Any]:
+    await h.open()
+    return [
+        await h.invoke("call_1", arguments="{not json"),
+        await h.invoke("call_2", tool_name="delete_everything"),
+    ]
+
+
+async def admission(h: Harness) -> list[Any]:
+    h.budget = 1
+    await h.open()
+    return [await h.invoke("call_1"), await h.invoke("call_2"), await h.invoke("call_1")]
+
+
+async def executor_timed_out(h: Harness) -> list[Any]:
+    await h.open()
+    return [await h.invoke("call_1")]
+
+
+async def unserializable(h: Harness) -> list[Any]:
+    await h.open()
+    return [await h.invoke("call_1")]
+
+
+async def projector_returned_text(h: Harness) -> list[Any]:
+    await h.open()
+    return [await h.invoke("call_1")]
+
+
+async def complete_failed_then_swept(h: Harness) -> list[Any]:
+    await h.open()
+    h.fail("complete")
+    first = await h.invoke("call_1")
+    h.heal()
+    h.clock.advance(10_000)
+    return [first, await h.sweep(1_000), await h.sweep(1_000)]
+
+
+async def create_failed_then_sent_again(h: Harness) -> list[Any]:
+    await h.open()
+    h.fail("create")
+    first = await h.invoke("call_1")
+    h.heal()
+    return [first, await h.invoke("call_1")]
+
+
+async def sweep_meets_a_corrupt_record(h: Harness) -> list[Any]:
+    await h.open()
+    done = await h.invoke("call_1")
+    h.boundary.store = _CorruptReads(h.inner, h.flavour == "async")
+    return [done, await h.sweep(0)]
+
+
+async def sweep_and_progress_fail(h: Harness) -> list[Any]:
+    await h.open()
+    await h.invoke("call_1")
+    h.fail("calls", "get_many", "get_progress", "completed")
+    outcomes = []
+    for step in (h.sweep(0), h.progress()):
+        try:
+            await step
+        except StoreUnavailableError as exc:
+            outcomes.append(exc.code)
+    return outcomes
+
+
+Scenario = Callable[[Harness], Coroutine[Any, Any, list[Any]]]
+
+#: (scenario, tools, what it answers, every line it logs).
+CATALOGUE: list[tuple[Scenario, list[ToolSpec], list[Any], list[Any]]] = [
+    (
+        preflight,
+        [],
+        [ErrorCode.INVALID_ARGUMENTS, ErrorCode.UNAUTHORIZED],
+        [
+            (BOUNDARY, INFO, "tool call rejected at preflight: INVALID_ARGUMENTS"),
+            (BOUNDARY, INFO, "tool call rejected at preflight: UNAUTHORIZED"),
+        ],
+    ),
+    (
+        admission,
+        [],
+        [None, ErrorCode.TOOL_BUDGET_EXHAUSTED, ErrorCode.DUPLICATE_TOOL_CALL],
+        [
+            (BOUNDARY, INFO, "tool call refused at admission: TOOL_BUDGET_EXHAUSTED"),
+            (BOUNDARY, INFO, "tool call refused at admission: DUPLICATE_TOOL_CALL"),
+        ],
+    ),
+    (
+        executor_timed_out,
+        [tool(executor=_slow, timeout_ms=20)],
+        [ErrorCode.EXECUTION_TIMEOUT],
+        [
+            # The pool is the process's: its counts include other tests' hung workers.
+            (
+                "invocation_store.workers",
+                WARNING,
+                re.compile(r"tool worker hung: [1-9]\d* hung now, [1-9]\d* since start"),
+            ),
+            (BOUNDARY, WARNING, "tool search executor timed out: EXECUTION_TIMEOUT"),
+        ],
+    ),
+    (
+        unserializable,
+        [tool(executor=lambda arguments: object())],
+        [ErrorCode.SERIALIZATION_FAILED],
+        [(BOUNDARY, WARNING, "tool search executor returned an unserializable object: SERIALIZATION_FAILED")],
+    ),
+    (
+        projector_returned_text,
+        [tool(projector=lambda raw, arguments: "text")],
+        [ErrorCode.PROJECTION_INVALID],
+        [(BOUNDARY, WARNING, "tool search projector returned a str: PROJECTION_INVALID")],
+    ),
+    (
+        complete_failed_then_swept,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, 1, 0],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store complete failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
+            (BOUNDARY, INFO, "swept 1 records: STALE_PROJECTION"),
+        ],
+    ),
+    (
+        create_failed_then_sent_again,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, None],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
+            (BOUNDARY, INFO, "create of unknown outcome sent again with its invocation token"),
+        ],
+    ),
+    (
+        sweep_meets_a_corrupt_record,
+        [],
+        [None, 0],
+        [
+            (
+                BOUNDARY,
+                WARNING,
+                "sweep of run run-1 left corrupt record call_9 as it is (NoTTL): STORE_UNAVAILABLE",
+            )
+        ],
+    ),
+    (
+        sweep_and_progress_fail,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, ErrorCode.STORE_UNAVAILABLE],
+        [
+            (BOUNDARY, ERROR, "store sweep failed with StoreUnavailableError(LeakyStoreError)"),
+            (BOUNDARY, ERROR, "store progress failed with StoreUnavailableError(LeakyStoreError)"),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("scenario", "specs", "answers", "lines"), CATALOGUE, ids=[entry[0].__name__ for entry in CATALOGUE]
+)
+def test_each_event_logs_exactly_its_line(
+    caplog: pytest.LogCaptureFixture,
+    flavour: str,
+    scenario: Scenario,
+    specs: list[ToolSpec],
+    answers: list[Any],
+    lines: list[Any],
+) -> None:
+    """CIS-ERR-2: the answers, then every line logged under ``invocation_store``, exactly."""
+    caplog.set_level(logging.DEBUG, logger="invocation_store")
+    harness = Harness(flavour, *specs)
+    assert asyncio.run(scenario(harness)) == answers
+    logged = [
+        (record.name, record.levelno, record.getMessage())
+        for record in caplog.records
+        if record.name.startswith("invocation_store")
+    ]
+    # The boundary's own lines in order; a worker's line (another thread) anywhere among them.
+    assert [line for line in logged if line[0] == BOUNDARY] == [line for line in lines if line[0] == BOUNDARY]
+    others = [line for line in logged if line[0] != BOUNDARY]
+    expected = [line for line in lines if line[0] != BOUNDARY]
+    assert len(others) == len(expected), others
+    for (name, level, message), (want_name, want_level, pattern) in zip(others, expected, strict=True):
+        assert (name, level) == (want_name, want_level)
+        assert pattern.fullmatch(message), message
+    for _name, _level, message in logged:
+        assert PASSWORD not in message
+        assert SECRET_KEY not in message
+        assert MARKER not in message
