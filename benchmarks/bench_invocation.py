@@ -413,12 +413,15 @@ class Bench:
             for command in floor_commands:
                 assert held(*command) == 1
 
+        commands_only = self.commands_only(client, prefix, commands, held)
+
         def floor_exec() -> None:
             for command in floor_commands:
                 assert client.execute_command(*command) == 1
 
         variants: dict[str, Callable[[], object]] = {
             "floor": floor,
+            "commands": commands_only,
             "default": invoke(ours, context, "default"),
             "inline": invoke(ours, context, "inline"),
             "store": bare(store, "run-o"),
@@ -445,6 +448,64 @@ class Bench:
                 op()
         self.variants.update(variants)
         self.cleanups.append(lambda: self.unlink(client, f"{prefix}:*"))
+
+    @staticmethod
+    def commands_only(
+        client: redis.Redis, prefix: str, commands: list[tuple[Any, ...]], held: HeldSend
+    ) -> Callable[[], None]:
+        """The redis commands of the scripts' hot paths alone, with none of their decisions.
+
+        Two EVALSHA, framed like the store's (same key counts, the recorded ARGV: same
+        sizes), each making exactly the ``redis.call``s its script makes on the hot path
+        (CREATE_SCRIPT: TIME, HMGET run, HMGET record, RPUSH, HSET record, PEXPIREAT, HSET
+        run; COMPLETE_SCRIPT: HMGET record, PTTL, HMGET run, RPUSH, HSET record, SET raw
+        PXAT, HINCRBY), on keys of their own (a new record per call, as the store writes).
+        What a script doing this work must cost the server at least: the lower bound of
+        the "redis-server CPU / the floor's" figure for this design of keys.
+        """
+        from invocation_store.adapters._redis_scripts import CREATE_RUN_ORDER  # noqa: PLC0415
+
+        run_fields = ", ".join(f"'{name}'" for name in CREATE_RUN_ORDER)
+        create = client.script_load(
+            f"""local t = redis.call('TIME')
+local run = redis.call('HMGET', KEYS[1], {run_fields})
+local found = redis.call('HMGET', KEYS[2], 'invocation_token', 'expires_at_ms', 'status', 'error_code')
+redis.call('RPUSH', KEYS[3], 'call')
+redis.call('HSET', KEYS[2], 'run_id', 'run', 'tool_call_id', 'call', 'tool_name', ARGV[3],
+  'invocation_token', ARGV[2], 'sequence', '7', 'status', 'PROJECTING', 'request_json', ARGV[4],
+  'created_at_ms', '1764892800000', 'updated_at_ms', '1764892800000', 'expires_at_ms', '4102444800000')
+redis.call('PEXPIREAT', KEYS[2], '4102444800000')
+redis.call('HSET', KEYS[1], 'tool_calls_used', '7', 'bytes_used', '7000')
+return 1"""
+        )
+        complete = client.script_load(
+            """local s = redis.call('HMGET', KEYS[1], 'status', 'invocation_token', 'error_code',
+  'updated_at_ms', 'expires_at_ms', 'evidence_status', 'agent_result', 'scope',
+  'created_at_ms', 'sequence', 'tool_name', 'request_json')
+local left = redis.call('PTTL', KEYS[1])
+local run = redis.call('HMGET', KEYS[2], 'expires_at_ms', 'bytes_used')
+redis.call('RPUSH', KEYS[3], 'call')
+redis.call('HSET', KEYS[1], 'status', 'READY', 'updated_at_ms', '1764892800001',
+  'evidence_status', 'OBSERVED', 'agent_result', ARGV[4], 'scope', ARGV[5])
+redis.call('SET', KEYS[4], ARGV[3], 'PXAT', '4102444800000')
+redis.call('HINCRBY', KEYS[2], 'bytes_used', '100')
+return 1"""
+        )
+        tag = f"{prefix}:cmds:{{run}}"
+        run_key, calls_key, done_key = f"{tag}:run", f"{tag}:calls", f"{tag}:done"
+        client.hset(run_key, mapping=dict.fromkeys(CREATE_RUN_ORDER, "1"))
+        client.pexpireat(run_key, 4102444800000)
+        create_args, complete_args = commands[0][3 + 4 :], commands[1][3 + 5 :]
+        next_call = Counter("c")
+
+        def op() -> None:
+            record, raw = f"{tag}:call:{next_call()}", f"{tag}:raw:{next_call()}"
+            assert held("EVALSHA", create, 4, run_key, record, calls_key, raw, *create_args) == 1
+            assert (
+                held("EVALSHA", complete, 5, record, run_key, done_key, raw, f"{tag}:s", *complete_args) == 1
+            )
+
+        return op
 
     # -- 2. 1 MiB raw ----------------------------------------------------------------------
 
@@ -899,6 +960,16 @@ def report_invocation(results: dict[str, dict[tuple[str, str], Samples]], labels
                 ratios(default["server"], floor["server"]),
                 target="<= 1.5x",
             )
+            bound = get((label, "commands"))
+            if bound is not None:
+                figure(
+                    f"[{label}] redis-server CPU of the hot paths' commands alone / floor's, {place}",
+                    ratios(bound["server"], floor["server"]),
+                )
+                figure(
+                    f"[{label}] redis-server CPU per invocation / the commands alone, {place}",
+                    ratios(default["server"], bound["server"]),
+                )
             figure(
                 f"[{label}] redis invocation CPU, default ToolSpec (client + server), {place}",
                 _cpu(default),
@@ -1394,9 +1465,15 @@ def section_instructions(before: Path | None, count: int) -> None:
                     row = table_row("redis-server instructions per invocation / the floor's (callgrind)", "-")
                     for worker in reversed(workers):
                         ours, floor = counted(worker, "default"), counted(worker, "floor")
+                        bound = counted(worker, "commands")
                         label = f"[{worker.label}] redis-server instructions per invocation"
                         counts = f"{ours / 1000:.1f}k, floor {floor / 1000:.1f}k"
                         print(f"FIGURE {label}: {counts}, {ours / floor:.2f} x")
+                        print(
+                            f"FIGURE [{worker.label}] redis-server instructions of the hot paths' commands "
+                            f"alone: {bound / 1000:.1f}k, {bound / floor:.2f} x the floor's; "
+                            f"invocation / commands alone {ours / bound:.2f} x"
+                        )
                         row[worker.label] = f"{ours / floor:.2f} x ({ours / 1000:.0f}k / {floor / 1000:.0f}k)"
                 finally:
                     for worker in workers:
