@@ -22,7 +22,9 @@ from invocation_store import (
     AsyncMemoryStore,
     AsyncToolBoundary,
     ErrorCode,
+    EvidenceStatus,
     MemoryStore,
+    Projection,
     RunContext,
     StoreUnavailableError,
     ToolBoundary,
@@ -32,7 +34,16 @@ from invocation_store import (
 from invocation_store.adapters import CorruptRecordError
 from invocation_store.testing import FakeClock
 
-from ._fakes import MARKER, PASSWORD, RUN, SECRET_KEY, FailingStore, FakeProjector, envelope
+from ._fakes import (
+    MARKER,
+    PASSWORD,
+    RUN,
+    SECRET_KEY,
+    FailingStore,
+    FakeProjector,
+    LeakyStoreError,
+    envelope,
+)
 
 BOUNDARY = "invocation_store.boundary"
 INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
@@ -41,10 +52,13 @@ INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
 class Harness:
     """One boundary of either flavour behind one awaitable face, over a memory store and a FakeClock."""
 
-    def __init__(self, flavour: str, *specs: ToolSpec, budget: int = 5) -> None:
+    def __init__(
+        self, flavour: str, *specs: ToolSpec | Callable[[Harness], ToolSpec], budget: int = 5
+    ) -> None:
         self.flavour = flavour
         self.clock = FakeClock(1_000_000)
-        registry = ToolRegistry(list(specs) or [tool()])
+        built = [spec if isinstance(spec, ToolSpec) else spec(self) for spec in specs]
+        registry = ToolRegistry(built or [tool()])
         if flavour == "sync":
             self.inner: Any = MemoryStore(self.clock)
             self.boundary: Any = ToolBoundary(self.inner, registry)
@@ -92,6 +106,13 @@ class Harness:
         assert self.context is not None
         return await self._call("project_progress", self.context)
 
+    async def finish_pending(self) -> dict[str, Any]:
+        assert self.context is not None
+        results = await self._call("finish_pending", self.context)
+        return {
+            call: (result.code, result.tool_call_id, result.tool_name) for call, result in results.items()
+        }
+
 
 def tool(**fields: Any) -> ToolSpec:
     """The ``search`` tool, inline, with a valid projection unless ``fields`` say otherwise."""
@@ -107,6 +128,60 @@ def tool(**fields: Any) -> ToolSpec:
 def _slow(arguments: Any) -> str:
     time.sleep(0.3)
     return "late"
+
+
+def _sweeping_tool(h: Harness) -> ToolSpec:
+    """A tool whose run sweeps its own record first (as a janitor would meanwhile)."""
+    if h.flavour == "sync":
+
+        def executor(arguments: Any) -> str:
+            assert h.context is not None
+            assert h.boundary.sweep_stale(h.context, 0) == 1
+            return "raw"
+
+        return tool(executor=executor)
+
+    async def async_executor(arguments: Any) -> str:
+        assert h.context is not None
+        assert await h.boundary.sweep_stale(h.context, 0) == 1
+        return "raw"
+
+    return tool(executor=async_executor)
+
+
+class _Unreadable(Projection):
+    """A Projection whose content cannot be read (a hostile subclass)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "content":
+            raise RuntimeError(MARKER)
+        return super().__getattribute__(name)
+
+
+class _LostReply:
+    """A store that applies a create and then loses its reply (the connection drops)."""
+
+    def __init__(self, inner: Any, is_async: bool) -> None:
+        self.inner = inner
+        self.is_async = is_async
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != "create":
+            return attr
+        if self.is_async:
+
+            async def create_async(*args: Any) -> Any:
+                await attr(*args)
+                raise LeakyStoreError
+
+            return create_async
+
+        def create(*args: Any) -> Any:
+            attr(*args)
+            raise LeakyStoreError
+
+        return create
 
 
 class _CorruptReads:
@@ -186,6 +261,35 @@ async def sweep_meets_a_corrupt_record(h: Harness) -> list[Any]:
     return [done, await h.sweep(0)]
 
 
+async def swept_while_running(h: Harness) -> list[Any]:
+    await h.open()
+    assert h.context is not None
+    result = await h._call("invoke", h.context, envelope("call_1"))
+    return [result.code, result.tool_call_id, result.tool_name]
+
+
+async def held_completion_refused(h: Harness) -> list[Any]:
+    await h.open()
+    h.fail("complete")
+    first = await h.invoke("call_1")
+    h.heal()
+    swept = await h.sweep(0)
+    return [first, swept, await h.finish_pending(), await h.finish_pending()]
+
+
+async def projection_unreadable(h: Harness) -> list[Any]:
+    await h.open()
+    return [await h.invoke("call_1")]
+
+
+async def lost_create_reply_recognised(h: Harness) -> list[Any]:
+    await h.open()
+    h.boundary.store = _LostReply(h.inner, h.flavour == "async")
+    first = await h.invoke("call_1")
+    h.heal()
+    return [first, await h.invoke("call_1")]
+
+
 async def sweep_and_progress_fail(h: Harness) -> list[Any]:
     await h.open()
     await h.invoke("call_1")
@@ -201,8 +305,8 @@ async def sweep_and_progress_fail(h: Harness) -> list[Any]:
 
 Scenario = Callable[[Harness], Coroutine[Any, Any, list[Any]]]
 
-#: (scenario, tools, what it answers, every line it logs).
-CATALOGUE: list[tuple[Scenario, list[ToolSpec], list[Any], list[Any]]] = [
+#: (scenario, tools (or factories of a tool given the harness), what it answers, every line it logs).
+CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
     (
         preflight,
         [],
@@ -286,6 +390,60 @@ CATALOGUE: list[tuple[Scenario, list[ToolSpec], list[Any], list[Any]]] = [
         ],
     ),
     (
+        swept_while_running,
+        [_sweeping_tool],
+        [ErrorCode.INVALID_TRANSITION, "call_1", "search"],
+        [
+            (BOUNDARY, INFO, "swept 1 records: STALE_PROJECTION"),
+            (BOUNDARY, WARNING, "tool search completion refused: INVALID_TRANSITION"),
+        ],
+    ),
+    (
+        held_completion_refused,
+        [],
+        [
+            ErrorCode.STORE_UNAVAILABLE,
+            1,
+            {"call_1": (ErrorCode.INVALID_TRANSITION, "call_1", None)},
+            {},
+        ],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store complete failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
+            (BOUNDARY, INFO, "swept 1 records: STALE_PROJECTION"),
+            (BOUNDARY, WARNING, "tool search completion refused: INVALID_TRANSITION"),
+        ],
+    ),
+    (
+        projection_unreadable,
+        [
+            tool(
+                projector=lambda raw, arguments: _Unreadable(
+                    evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="c", scope="s"
+                )
+            )
+        ],
+        [ErrorCode.PROJECTION_INVALID],
+        [(BOUNDARY, WARNING, "tool search projection unreadable (RuntimeError): PROJECTION_INVALID")],
+    ),
+    (
+        lost_create_reply_recognised,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, None],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
+            (BOUNDARY, INFO, "create of unknown outcome sent again with its invocation token"),
+            (BOUNDARY, INFO, "create replayed by the store: recognised as this invocation"),
+        ],
+    ),
+    (
         sweep_and_progress_fail,
         [],
         [ErrorCode.STORE_UNAVAILABLE, ErrorCode.STORE_UNAVAILABLE],
@@ -305,7 +463,7 @@ def test_each_event_logs_exactly_its_line(
     caplog: pytest.LogCaptureFixture,
     flavour: str,
     scenario: Scenario,
-    specs: list[ToolSpec],
+    specs: list[Any],
     answers: list[Any],
     lines: list[Any],
 ) -> None:
