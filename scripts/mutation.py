@@ -153,15 +153,32 @@ pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-x"]
 pytest_add_cli_args_test_selection = [{tests}]
 """
 
-#: Appended to the scratch copy's conftest.py: a mutant's tests run fastest first (mutmut
-#: passes them in no particular order, and stops at the first failure), so that a mutant
-#: a quick test kills does not wait for the slow ones.
-FASTEST_FIRST = """
+#: Appended to the scratch copy's conftest.py. (1) A mutant's tests run fastest first
+#: (mutmut passes them in no particular order and stops at the first failure), so that a
+#: mutant a quick test kills does not wait for the slow ones. (2) Every functools cache of
+#: the package is emptied before each test: mutmut maps a function to the tests that
+#: called it while it recorded them, and a function run once per process behind a cache
+#: (the telemetry instruments, a run's keys) was mapped to whichever test ran first only.
+SCRATCH_CONFTEST = """
 
-def pytest_collection_modifyitems(config, items):  # added by scripts/mutation.py
+import inspect as _inspect
+
+
+def _cis_chain(before, **arguments):  # call the conftest's own hook of that name, if it had one
+    if before is not None:
+        wanted = _inspect.signature(before).parameters
+        before(**{name: value for name, value in arguments.items() if name in wanted})
+
+
+_cis_modifyitems = globals().get("pytest_collection_modifyitems")
+_cis_setup = globals().get("pytest_runtest_setup")
+
+
+def pytest_collection_modifyitems(session, config, items):  # added by scripts/mutation.py
     import json as _json
     import os as _os
 
+    _cis_chain(_cis_modifyitems, session=session, config=config, items=items)
     if "__mutmut_" not in _os.environ.get("MUTANT_UNDER_TEST", ""):
         return
     try:
@@ -170,6 +187,17 @@ def pytest_collection_modifyitems(config, items):  # added by scripts/mutation.p
     except (OSError, ValueError, KeyError):
         return
     items.sort(key=lambda item: _took.get(item.nodeid, 0.0))
+
+
+def pytest_runtest_setup(item):  # added by scripts/mutation.py
+    import sys as _sys
+
+    _cis_chain(_cis_setup, item=item)
+    for _name, _module in list(_sys.modules.items()):
+        if _name.startswith("invocation_store") and _module is not None:
+            for _value in list(vars(_module).values()):
+                if callable(getattr(_value, "cache_clear", None)) and hasattr(_value, "cache_info"):
+                    _value.cache_clear()
 """
 
 
@@ -250,7 +278,7 @@ def _scratch_copy(destination: Path, only: tuple[str, ...], tests: tuple[str, ..
     )
     pyproject.write_text(table.sub(filled + "\n", text), encoding="utf-8")
     with (destination / "conftest.py").open("a", encoding="utf-8") as conftest:
-        conftest.write(FASTEST_FIRST)
+        conftest.write(SCRATCH_CONFTEST)
 
 
 _MUTANT_DEF: Final = re.compile(r"__mutmut_\d+$")
