@@ -12,6 +12,10 @@ step of the same operation, only while it starts before the deadline
 (:func:`attempt_allowed`, :func:`retry_allowed`), so an operation returns at most one
 round trip after the outermost deadline: the attempt in flight when it passed.
 
+A budget of 0 means "never retry", not "one round trip": such a scope allows no retry,
+but its steps run (bounded by an enclosing scope's deadline, if any, and by the
+connection's own timeouts), so that a healthy operation of several steps still answers.
+
 Times are :func:`monotonic` seconds: ``time.monotonic()``, never the store clock, which
 tests move at will. A deterministic simulation runs the boundary and the stores on
 simulated time and installs its own monotonic clock with :func:`use_clock` (a context
@@ -42,6 +46,11 @@ _CLOCK: Final[contextvars.ContextVar[Callable[[], float]]] = contextvars.Context
 )
 _DEADLINE: Final[contextvars.ContextVar[float | None]] = contextvars.ContextVar(
     "invocation_store_operation_deadline", default=None
+)
+#: The deadline for another step (a first send): the same, except in a budget-0 scope,
+#: which bounds retries only (its steps keep the enclosing step deadline, or none).
+_STEP_DEADLINE: Final[contextvars.ContextVar[float | None]] = contextvars.ContextVar(
+    "invocation_store_step_deadline", default=None
 )
 #: Whether the outermost scope made its first attempt (one cell per outermost scope).
 _ATTEMPTED: Final[contextvars.ContextVar[list[bool] | None]] = contextvars.ContextVar(
@@ -76,11 +85,12 @@ def current_deadline() -> float | None:
 class _Scope:
     """The context manager :func:`operation_deadline` returns (a class: entered on every call's path)."""
 
-    __slots__ = ("attempted", "budget_ms", "token")
+    __slots__ = ("attempted", "budget_ms", "step", "token")
 
     def __init__(self, budget_ms: int) -> None:
         self.budget_ms = budget_ms
         self.token: contextvars.Token[float | None] | None = None
+        self.step: contextvars.Token[float | None] | None = None
         self.attempted: contextvars.Token[list[bool] | None] | None = None
 
     def __enter__(self) -> float:
@@ -88,6 +98,11 @@ class _Scope:
         outer = _DEADLINE.get()
         deadline = own if outer is None else min(own, outer)
         self.token = _DEADLINE.set(deadline)
+        outer_step = _STEP_DEADLINE.get()
+        if self.budget_ms == 0:  # never retry; the steps keep the enclosing step deadline
+            self.step = _STEP_DEADLINE.set(outer_step)
+        else:
+            self.step = _STEP_DEADLINE.set(own if outer_step is None else min(own, outer_step))
         if outer is None:
             self.attempted = _ATTEMPTED.set([False])
         return deadline
@@ -96,6 +111,9 @@ class _Scope:
         if self.token is not None:
             _DEADLINE.reset(self.token)
             self.token = None
+        if self.step is not None:
+            _STEP_DEADLINE.reset(self.step)
+            self.step = None
         if self.attempted is not None:
             _ATTEMPTED.reset(self.attempted)
             self.attempted = None
@@ -106,24 +124,25 @@ def operation_deadline(budget_ms: int) -> contextlib.AbstractContextManager[floa
 
     ``with operation_deadline(budget_ms) as deadline``: ``deadline`` is the scope's
     (:func:`monotonic` seconds); the enclosing deadline is restored on exit.
-    ``budget_ms`` 0 is a deadline of now: no retry.
+    ``budget_ms`` 0 is a deadline of now for retries (none is made) but not for steps:
+    a budget-0 scope's later steps keep the enclosing scope's step deadline, or none.
     """
     return _Scope(budget_ms)
 
 
 def attempt_allowed() -> bool:
     """Whether a first send may start now: always for the outermost scope's first attempt,
-    else only before the current deadline (a later step of an operation whose budget is spent
-    is not started). Outside any scope: True.
+    else only before the current step deadline (a later step of an operation whose budget is
+    spent is not started). Outside any scope, or in budget-0 scopes only: True.
     """
-    deadline = _DEADLINE.get()
-    if deadline is None:
+    if _DEADLINE.get() is None:
         return True
     attempted = _ATTEMPTED.get()
     if attempted is not None and not attempted[0]:
         attempted[0] = True
         return True
-    return monotonic() < deadline
+    deadline = _STEP_DEADLINE.get()
+    return deadline is None or monotonic() < deadline
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from invocation_store._deadline import (
     cleanup_attempt,
     current_deadline,
     operation_deadline,
+    retry_allowed,
     use_clock,
 )
 
@@ -38,13 +39,36 @@ def test_the_first_attempt_is_made_later_steps_only_before_the_deadline() -> Non
 
 
 def test_each_outermost_scope_makes_its_own_first_attempt() -> None:
-    """CIS-DUR-4: a budget of 0 still sends once, in every new operation."""
+    """CIS-DUR-4: every new operation makes its first send, even once an earlier one spent its budget."""
     clock = _Clock()
     with use_clock(clock):
         for _ in range(2):
-            with operation_deadline(0):
+            with operation_deadline(1):
+                clock.now += 1.0
                 assert attempt_allowed()
                 assert not attempt_allowed()
+
+
+def test_a_budget_of_zero_never_retries_but_runs_every_step() -> None:
+    """CIS-DUR-4, CIS-DUR-13: budget 0 is "never retry": no retry starts, but each step of the
+    operation does (a healthy operation of several steps answers). Inside an enclosing scope
+    its steps keep that scope's deadline; outside one, the connection's timeouts bound them."""
+    clock = _Clock()
+    with use_clock(clock):
+        with operation_deadline(0):
+            assert attempt_allowed()
+            clock.now += 5.0
+            assert attempt_allowed()  # another step, long after: still made
+            assert not retry_allowed(0.001)  # but never a retry
+        with operation_deadline(1_000):
+            assert attempt_allowed()
+            with operation_deadline(0):
+                clock.now += 0.5
+                assert attempt_allowed()  # before the enclosing deadline
+                assert not retry_allowed(0.001)
+                clock.now += 0.5
+                assert not attempt_allowed()  # the enclosing deadline passed
+            assert not attempt_allowed()
 
 
 def test_a_cleanup_gets_one_send_past_the_deadline_and_no_retry() -> None:

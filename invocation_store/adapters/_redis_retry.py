@@ -49,7 +49,9 @@ def _positive(_: object, attribute: object, value: int) -> None:
 class RetryPolicy:
     """How long a Redis store keeps retrying a transient failure, in integer ms (CIS-DUR-4).
 
-    ``budget_ms``: wall time allowed from the first failure (0: never retry);
+    ``budget_ms``: the operation's deadline, from its start: no retry and no later step
+    starts after it (0: never retry; the steps of a healthy operation still run, each
+    bounded by the connection's timeouts);
     ``first_delay_ms``: the first pause, doubled after each attempt up to
     ``max_delay_ms``.
     """
