@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from invocation_store.adapters import StoreUnavailableError, _sql
+from invocation_store.adapters import RetryPolicy, StoreUnavailableError, _sql
 from invocation_store.adapters._sql import SCHEMA_VERSION, Execute
 from invocation_store.adapters.postgres import PostgresStore, SchemaError
 from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
@@ -587,3 +587,23 @@ def test_reads_never_sweep_and_an_idle_stores_lapsed_rows_stay_invisible(
         assert store.get_run(RUN) is None
         assert store.calls(RUN) == ()
     assert store.sweep_lapsed() == 2  # nothing was swept by the reads: the record and the run
+
+
+@pytest.mark.postgres
+def test_postgres_with_a_budget_of_zero_runs_every_operation(postgres_dsn: str) -> None:
+    """CIS-DUR-4, CIS-DUR-13: RetryPolicy(budget_ms=0) ("never retry") on PostgreSQL, a healthy
+    database: opening a run (schema check, then the open), a create and its completion all
+    answer as usual; no later step is refused by a deadline of "now" (the Redis stores' fault
+    of the same kind)."""
+    prefix = f"cis_zero_{secrets.token_hex(3)}_"
+    store = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, retry=RetryPolicy(budget_ms=0))
+    try:
+        now = store.now_ms()
+        open_default_run(store, now)
+        record = admitted(store, request("call_1"))
+        done = ready(record, store.now_ms())
+        assert store.complete(record, done) == done
+        assert store.completed(RUN) == ("call_1",)
+    finally:
+        store.close()
+        drop_tables(postgres_dsn, prefix)
