@@ -129,6 +129,14 @@ EQUIVALENT.update(
             "the late-check field 'None' where no Begin check refused: that branch is taken only for "
             "arguments with no UTF-8 size, which the script answers INVALID_ARGUMENTS before it reads it"
         ),
+        **{
+            f"invocation_store.boundary._{flavour}.boundary.x{_SEP}{cls}{_SEP}finish_pending__mutmut_4": (
+                "every run's held keys instead of this run's: each is then looked up under this run "
+                "(completions.get(context.run_id, ...)), so another run's key finds nothing, and this "
+                "run's are finished once either way"
+            )
+            for flavour, cls in (("sync", "ToolBoundary"), ("async", "AsyncToolBoundary"))
+        },
         f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}current__mutmut_11": (
             "set_status_on_exception=True: the invoke wrapper's handler then sets the span's final status "
             "(ERROR, no description) over it, so the exported span is the same"

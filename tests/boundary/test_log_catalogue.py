@@ -67,6 +67,9 @@ class Harness:
             self.boundary = AsyncToolBoundary(self.inner, registry)
         self.budget = budget
         self.context: RunContext | None = None
+        #: Every result's ids, in order: (how it was asked, the envelope's id or None, the result's
+        #: tool_call_id, tool_name, envelope_tool_call_id).
+        self.ids: list[tuple[str, str | None, Any, Any, Any]] = []
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         answer = getattr(self.boundary, method)(*args, **kwargs)
@@ -96,6 +99,9 @@ class Harness:
     async def invoke(self, tool_call_id: str, **fields: Any) -> ErrorCode | None:
         assert self.context is not None
         result = await self._call("invoke", self.context, envelope(tool_call_id, **fields))
+        self.ids.append(
+            ("invoke", tool_call_id, result.tool_call_id, result.tool_name, result.envelope_tool_call_id)
+        )
         return result.code  # type: ignore[no-any-return]
 
     async def sweep(self, older_than_ms: int) -> int:
@@ -109,6 +115,10 @@ class Harness:
     async def finish_pending(self) -> dict[str, Any]:
         assert self.context is not None
         results = await self._call("finish_pending", self.context)
+        for call, result in results.items():
+            self.ids.append(
+                ("finish_pending", call, result.tool_call_id, result.tool_name, result.envelope_tool_call_id)
+            )
         return {
             call: (result.code, result.tool_call_id, result.tool_name) for call, result in results.items()
         }
@@ -264,8 +274,7 @@ async def sweep_meets_a_corrupt_record(h: Harness) -> list[Any]:
 async def swept_while_running(h: Harness) -> list[Any]:
     await h.open()
     assert h.context is not None
-    result = await h._call("invoke", h.context, envelope("call_1"))
-    return [result.code, result.tool_call_id, result.tool_name]
+    return [await h.invoke("call_1")]
 
 
 async def held_completion_refused(h: Harness) -> list[Any]:
@@ -275,6 +284,13 @@ async def held_completion_refused(h: Harness) -> list[Any]:
     h.heal()
     swept = await h.sweep(0)
     return [first, swept, await h.finish_pending(), await h.finish_pending()]
+
+
+async def held_completion_still_failing(h: Harness) -> list[Any]:
+    await h.open()
+    h.fail("complete")
+    first = await h.invoke("call_1")
+    return [first, await h.finish_pending()]
 
 
 async def projection_unreadable(h: Harness) -> list[Any]:
@@ -392,7 +408,7 @@ CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
     (
         swept_while_running,
         [_sweeping_tool],
-        [ErrorCode.INVALID_TRANSITION, "call_1", "search"],
+        [ErrorCode.INVALID_TRANSITION],
         [
             (BOUNDARY, INFO, "swept 1 records: STALE_PROJECTION"),
             (BOUNDARY, WARNING, "tool search completion refused: INVALID_TRANSITION"),
@@ -415,6 +431,23 @@ CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
             ),
             (BOUNDARY, INFO, "swept 1 records: STALE_PROJECTION"),
             (BOUNDARY, WARNING, "tool search completion refused: INVALID_TRANSITION"),
+        ],
+    ),
+    (
+        held_completion_still_failing,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, {"call_1": (ErrorCode.STORE_UNAVAILABLE, "call_1", None)}],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store complete failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
+            (
+                BOUNDARY,
+                ERROR,
+                "store complete failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
         ],
     ),
     (
@@ -471,6 +504,16 @@ def test_each_event_logs_exactly_its_line(
     caplog.set_level(logging.DEBUG, logger="invocation_store")
     harness = Harness(flavour, *specs)
     assert asyncio.run(scenario(harness)) == answers
+    # Every result names its call: an invoke's carries the envelope's id (as tool_call_id and
+    # envelope_tool_call_id) and the registered tool's name (None for the one call to a tool that
+    # is not registered); a held completion's, its id only.
+    unregistered = {(preflight, "call_2")}
+    for asked, envelope_id, tool_call_id, tool_name, echoed in harness.ids:
+        if asked == "invoke":
+            assert (tool_call_id, echoed) == (envelope_id, envelope_id)
+            assert tool_name == (None if (scenario, envelope_id) in unregistered else "search")
+        else:
+            assert (tool_call_id, tool_name, echoed) == (envelope_id, None, None)
     logged = [
         (record.name, record.levelno, record.getMessage())
         for record in caplog.records

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from invocation_store import (
     AsyncMemoryStore,
     AsyncToolBoundary,
     BoundaryResult,
+    CompletionRetry,
     ErrorCode,
     EvidenceStatus,
     MemoryStore,
@@ -287,11 +289,30 @@ def test_the_redis_stores_records_name_the_call_too(caplog: pytest.LogCaptureFix
 # Spans
 
 
-def test_one_span_per_invoke_with_stable_attributes(spans: Any) -> None:
-    """CIS-OBS-3: name, kind, attributes (all documented), phase durations, status; tool spans nest."""
-    boundary, context = sync_boundary()
-    ok = boundary.invoke(context, call("call_ok"))
-    assert ok.ok
+def _invoke_ok(flavour: str) -> None:
+    """One successful call of ``lookup`` on a boundary of ``flavour`` (sync or async)."""
+    if flavour == "sync":
+        boundary, context = sync_boundary()
+        assert boundary.invoke(context, call("call_ok")).ok
+        return
+
+    async def main() -> None:
+        store = AsyncMemoryStore()
+        async_boundary = AsyncToolBoundary(store, registry())
+        run = await async_boundary.open_run(
+            RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+        )
+        assert isinstance(run, RunContext)
+        assert (await async_boundary.invoke(run, call("call_ok"))).ok
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_one_span_per_invoke_with_stable_attributes(spans: Any, flavour: str) -> None:
+    """CIS-OBS-3: name, kind, attributes (all documented), phase durations, status; tool spans nest.
+    Sync and async pipelines are separate modules: each names its phases."""
+    _invoke_ok(flavour)
     finished = spans.get_finished_spans()
     (span,) = [s for s in finished if s.name == "execute_tool lookup"]
     (child,) = [s for s in finished if s.name == "tool.lookup"]
@@ -579,3 +600,122 @@ def test_an_older_metrics_api_still_gets_seconds() -> None:
     meter = _OldMeter()
     assert _histogram(meter, "invocation_store.duration", "whole invoke") == "invocation_store.duration"
     assert meter.made == [("invocation_store.duration", "s", "whole invoke")]
+
+
+class _SlowStore:
+    """Delegates to ``inner``; each create takes 20 ms, and the first complete takes 40 ms and then
+    fails (the boundary retries it), the second takes 40 ms and succeeds: 100 ms of store time."""
+
+    def __init__(self, inner: Any, is_async: bool, create_fails: bool = False) -> None:
+        self.inner = inner
+        self.is_async = is_async
+        self.create_fails = create_fails
+        self.completes = 0
+
+    def _slow(self, name: str, seconds: float, fail: bool) -> Any:
+        method = getattr(self.inner, name)
+        if self.is_async:
+
+            async def slow_async(*args: Any) -> Any:
+                await asyncio.sleep(seconds)
+                if fail:
+                    raise ConnectionError("lost")
+                return await method(*args)
+
+            return slow_async
+
+        def slow(*args: Any) -> Any:
+            time.sleep(seconds)
+            if fail:
+                raise ConnectionError("lost")
+            return method(*args)
+
+        return slow
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "create":
+            return self._slow(name, 0.02, fail=self.create_fails)
+        if name == "complete":
+            self.completes += 1
+            return self._slow(name, 0.04, fail=self.completes == 1)
+        return getattr(self.inner, name)
+
+
+def _slow_lookup(arguments: Any) -> object:
+    time.sleep(0.03)
+    return lookup(arguments)
+
+
+def _slow_project(raw: str, arguments: Any) -> Projection:
+    time.sleep(0.03)
+    return project(raw, arguments)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_each_phase_counts_all_of_its_time(spans: Any, flavour: str) -> None:
+    """CIS-OBS-3: the store phase sums the create, the failed complete and its retry (>= 100 ms of
+    sleeps), execute the executor's 30 ms, project the projector's 30 ms; no time is lost to a
+    phase of another name on any path (sync and async pipelines alike). A create that fails
+    after 20 ms counts too."""
+    tools = ToolRegistry([ToolSpec(name="lookup", executor=_slow_lookup, projector=_slow_project)])
+    retry = CompletionRetry(budget_ms=5_000)
+    if flavour == "sync":
+        inner = MemoryStore()
+        boundary = ToolBoundary(_SlowStore(inner, False), tools, completion_retry=retry)
+        context = boundary.open_run(
+            RUN, deadline_ms=inner.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+        )
+        assert isinstance(context, RunContext)
+        assert boundary.invoke(context, call("call_ok")).ok
+    else:
+
+        async def main() -> None:
+            inner = AsyncMemoryStore()
+            async_boundary = AsyncToolBoundary(
+                _SlowStore(inner, True),
+                tools,
+                completion_retry=retry,
+            )
+            run = await async_boundary.open_run(
+                RUN,
+                deadline_ms=inner.now_ms() + 60_000,
+                ttl_ms=60_000,
+                tool_call_budget=5,
+                byte_budget=1 << 20,
+            )
+            assert isinstance(run, RunContext)
+            assert (await async_boundary.invoke(run, call("call_ok"))).ok
+
+        asyncio.run(main())
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "execute_tool lookup"]
+    attributes = dict(span.attributes)
+    assert attributes["invocation_store.store.duration"] >= 0.1
+    assert attributes["invocation_store.execute.duration"] >= 0.03
+    assert attributes["invocation_store.project.duration"] >= 0.03
+
+    async def failing_create() -> None:
+        inner = AsyncMemoryStore()
+        async_boundary = AsyncToolBoundary(_SlowStore(inner, True, create_fails=True), tools)
+        run = await async_boundary.open_run(
+            RUN, deadline_ms=inner.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+        )
+        assert isinstance(run, RunContext)
+        assert (await async_boundary.invoke(run, call("call_lost"))).code is ErrorCode.STORE_UNAVAILABLE
+
+    if flavour == "sync":
+        inner = MemoryStore()
+        boundary = ToolBoundary(_SlowStore(inner, False, create_fails=True), tools)
+        context = boundary.open_run(
+            RUN, deadline_ms=inner.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+        )
+        assert isinstance(context, RunContext)
+        assert boundary.invoke(context, call("call_lost")).code is ErrorCode.STORE_UNAVAILABLE
+    else:
+        asyncio.run(failing_create())
+    (lost,) = [
+        s
+        for s in spans.get_finished_spans()
+        if s.attributes is not None and s.attributes.get("gen_ai.tool.call.id") == "call_lost"
+    ]
+    assert lost.attributes is not None
+    assert lost.attributes["invocation_store.store.duration"] >= 0.02
