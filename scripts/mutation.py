@@ -137,6 +137,24 @@ EQUIVALENT.update(
             )
             for flavour, cls in (("sync", "ToolBoundary"), ("async", "AsyncToolBoundary"))
         },
+        **{
+            f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}current__mutmut_{n}": (
+                "a use_span flag None for False, or left to its default (end_on_exit False; "
+                "set_status_on_exception True, which the invoke wrapper's final status overwrites): "
+                "the same span is exported"
+            )
+            for n in (2, 3, 4, 6, 8)
+        },
+        **{
+            f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}finish__mutmut_{n}": (
+                "nanoseconds divided by 1000000001 instead of 1e9: a relative change of 1e-9, below "
+                "the resolution of any clock that times a call"
+            )
+            for n in (4, 49, 83)
+        },
+        f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}stop__mutmut_8": (
+            "a phase starts from 1 ns instead of 0: below the resolution of the clock that times it"
+        ),
         f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}current__mutmut_11": (
             "set_status_on_exception=True: the invoke wrapper's handler then sets the span's final status "
             "(ERROR, no description) over it, so the exported span is the same"
