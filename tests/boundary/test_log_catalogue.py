@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -70,6 +71,11 @@ class Harness:
         #: Every result's ids, in order: (how it was asked, the envelope's id or None, the result's
         #: tool_call_id, tool_name, envelope_tool_call_id).
         self.ids: list[tuple[str, str | None, Any, Any, Any]] = []
+
+    def rebuild(self, **options: Any) -> None:
+        """The same store and tools behind a new boundary built with ``options``."""
+        kind = ToolBoundary if self.flavour == "sync" else AsyncToolBoundary
+        self.boundary = kind(self.inner, self.boundary.registry, **options)
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         answer = getattr(self.boundary, method)(*args, **kwargs)
@@ -306,6 +312,87 @@ async def lost_create_reply_recognised(h: Harness) -> list[Any]:
     return [first, await h.invoke("call_1")]
 
 
+class _Gate:
+    """A store whose creates wait until the gate opens (``entered`` is set while one waits)."""
+
+    def __init__(self, inner: Any, is_async: bool) -> None:
+        self.inner = inner
+        self.is_async = is_async
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+        self.entered_async: asyncio.Event | None = None
+        self.opened_async: asyncio.Event | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != "create":
+            return attr
+        if self.is_async:
+
+            async def create_async(*args: Any) -> Any:
+                assert self.entered_async is not None
+                assert self.opened_async is not None
+                self.entered_async.set()
+                await self.opened_async.wait()
+                return await attr(*args)
+
+            return create_async
+
+        def create(*args: Any) -> Any:
+            self.entered.set()
+            assert self.opened.wait(10)
+            return attr(*args)
+
+        return create
+
+
+async def _while_a_create_waits(h: Harness, tool_call_id: str) -> tuple[Any, Any]:
+    """Send ``tool_call_id`` and, while its create waits at the gate, send it again; both answers."""
+    gate = _Gate(h.inner, h.flavour == "async")
+    h.boundary.store = gate
+    if h.flavour == "async":
+        gate.entered_async, gate.opened_async = asyncio.Event(), asyncio.Event()
+        waiting = asyncio.ensure_future(h.invoke(tool_call_id))
+        await gate.entered_async.wait()
+        second = await h.invoke(tool_call_id)
+        gate.opened_async.set()
+        return await waiting, second
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(asyncio.run(h.invoke(tool_call_id))))
+    thread.start()
+    assert gate.entered.wait(10)
+    second = await h.invoke(tool_call_id)
+    gate.opened.set()
+    thread.join(10)
+    return answers[0], second
+
+
+async def sent_twice_at_once(h: Harness) -> list[Any]:
+    await h.open()
+    return list(await _while_a_create_waits(h, "call_1"))
+
+
+async def resent_twice_at_once(h: Harness) -> list[Any]:
+    await h.open()
+    h.fail("create")
+    first = await h.invoke("call_1")
+    return [first, *await _while_a_create_waits(h, "call_1")]
+
+
+async def resend_finds_its_record_moved_on(h: Harness) -> list[Any]:
+    await h.open()
+    h.boundary.store = _LostReply(h.inner, h.flavour == "async")
+    first = await h.invoke("call_1")
+    h.heal()
+    return [first, await h.sweep(0), await h.invoke("call_1")]
+
+
+async def token_reused(h: Harness) -> list[Any]:
+    h.rebuild(token_factory=lambda: "one-token-for-every-call")
+    await h.open()
+    return [await h.invoke("call_1"), await h.invoke("call_1")]
+
+
 async def sweep_and_progress_fail(h: Harness) -> list[Any]:
     await h.open()
     await h.invoke("call_1")
@@ -475,6 +562,47 @@ CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
             (BOUNDARY, INFO, "create of unknown outcome sent again with its invocation token"),
             (BOUNDARY, INFO, "create replayed by the store: recognised as this invocation"),
         ],
+    ),
+    (
+        sent_twice_at_once,
+        [],
+        [None, ErrorCode.CALL_IN_PROGRESS],
+        [(BOUNDARY, INFO, "create of this call already in flight: CALL_IN_PROGRESS")],
+    ),
+    (
+        resent_twice_at_once,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, None, ErrorCode.STORE_UNAVAILABLE],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
+            (BOUNDARY, INFO, "create of unknown outcome sent again with its invocation token"),
+            (BOUNDARY, INFO, "create of unknown outcome already being sent again: STORE_UNAVAILABLE"),
+        ],
+    ),
+    (
+        resend_finds_its_record_moved_on,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, 1, ErrorCode.STALE_PROJECTION],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            ),
+            (BOUNDARY, INFO, "swept 1 records: STALE_PROJECTION"),
+            (BOUNDARY, INFO, "create of unknown outcome sent again with its invocation token"),
+            (BOUNDARY, WARNING, "create sent again found its record moved on: STALE_PROJECTION"),
+        ],
+    ),
+    (
+        token_reused,
+        [],
+        [None, ErrorCode.DUPLICATE_TOOL_CALL],
+        [(BOUNDARY, WARNING, "invocation token reused: DUPLICATE_TOOL_CALL")],
     ),
     (
         sweep_and_progress_fail,
