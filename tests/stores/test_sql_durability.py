@@ -17,6 +17,7 @@ without a standby) promise nothing, so nothing is measured for them here.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -30,7 +31,7 @@ import psycopg
 import pytest
 
 from invocation_store.adapters import StoreUnavailableError
-from invocation_store.adapters.postgres import PostgresStore
+from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore
 from invocation_store.adapters.sqlite import SqliteStore
 from invocation_store.kernel import Admission
 from invocation_store.testing.postgres_server import PostgresServer, PostgresUnavailableError
@@ -138,14 +139,68 @@ def test_postgres_synchronous_commit_is_set_on_write_transactions(own_postgres: 
     store._answer = answer  # type: ignore[method-assign]
     try:
         open_default_run(store, store.now_ms())
+        assert isinstance(store.create(request("call_1"), LIMITS), Admission)
         writes = len(seen)
         store.get_run(RUN)
+        store.calls(RUN)
+        store.completed(RUN)
+        store.get(RUN, "call_1")
+        store.ttl_remaining_ms(RUN, "call_1")
+        store.sweep_lapsed()  # lapsed rows only: no durability asked for their deletion
         assert set(seen[:writes]) == {"off"}
         assert set(seen[writes:]) == {"on"}
     finally:
         store.close()
     with pytest.raises(ValueError):
         PostgresStore.from_dsn(own_postgres.dsn, synchronous_commit="sometimes")
+
+
+@pytest.mark.postgres
+def test_async_postgres_synchronous_commit_is_set_on_write_transactions(own_postgres: PostgresServer) -> None:
+    """CIS-DUR-1: the same on AsyncPostgresStore (its own module): every write transaction of a run
+    open, a create and a complete runs at the store's synchronous_commit; reads (the run, the lists,
+    a record, the remaining TTL) at the server's default."""
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        store = AsyncPostgresStore.from_dsn(
+            own_postgres.dsn, synchronous_commit="off", prefix="cis_async_sc_"
+        )
+        seen: list[str] = []
+        original = store._answer
+
+        async def answer(conn: psycopg.AsyncConnection[Any], step: object) -> Any:
+            cursor = await conn.execute("SHOW synchronous_commit")
+            row = await cursor.fetchone()
+            assert row is not None
+            seen.append(str(row[0]))
+            return await original(conn, step)
+
+        store._answer = answer  # type: ignore[method-assign]
+        try:
+            now = store.now_ms()
+            opened = await store.open_run(
+                RUN, deadline_ms=now + 60_000, ttl_ms=600_000, tool_call_budget=5, byte_budget=1 << 20
+            )
+            assert not isinstance(opened, int)
+            created = await store.create(request("call_1"), LIMITS)
+            assert isinstance(created, Admission)
+            writes = list(seen)
+            seen.clear()
+            await store.get_run(RUN)
+            await store.calls(RUN)
+            await store.completed(RUN)
+            await store.get(RUN, "call_1")
+            await store.ttl_remaining_ms(RUN, "call_1")
+            await store.sweep_lapsed()
+            return writes, list(seen)
+        finally:
+            await store.close()
+
+    writes, reads = asyncio.run(scenario())
+    assert writes
+    assert set(writes) == {"off"}
+    assert reads
+    assert set(reads) == {"on"}
 
 
 @pytest.mark.postgres
