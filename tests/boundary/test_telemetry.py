@@ -745,10 +745,6 @@ def test_metric_points_carry_exactly_their_outcome() -> None:
     ]
     assert unregistered
     assert {p.attributes["invocation_store.code"] for p in unregistered} == {"UNAUTHORIZED"}
-    assert all(
-        p.attributes["gen_ai.tool.name"] in {"lookup", "failing", "unregistered"}
-        for p in _points("invocation_store.invocations")
-    )
     for name in ("invocation_store.invoke.duration", "invocation_store.phase.duration"):
         points = _points(name)
         assert points
