@@ -125,6 +125,40 @@ EQUIVALENT.update(
         f"invocation_store.adapters.memory.x{_SEP}MemoryStore{_SEP}close_run__mutmut_2": (
             "cancel=None instead of False: only its truth is read"
         ),
+        f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_answer__mutmut_24": (
+            "prepare=None instead of True: psycopg prepares after its threshold instead of at once, "
+            "a difference of speed only"
+        ),
+        f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_run_steps__mutmut_8": (
+            "SYNCHRONOUS_COMMIT for synchronous_commit: SQL names are case-insensitive"
+        ),
+        f"invocation_store.adapters._async.redis.x{_SEP}AsyncRedisStore{_SEP}check_server__mutmut_8": (
+            "'time' for 'TIME': Redis command names are case-insensitive"
+        ),
+        f"invocation_store.adapters._async.redis.x{_SEP}AsyncRedisStore{_SEP}_send_complete__mutmut_46": (
+            "SET NX on a staging key named with a fresh random nonce: it never exists before"
+        ),
+        f"invocation_store.adapters._async.redis.x{_SEP}AsyncRedisStore{_SEP}_io__mutmut_3": (
+            "the text of the deadline's TimeoutError: only its type is ever reported (the cause label)"
+        ),
+        "invocation_store.adapters._redis_complete.x_plan_complete__mutmut_22": (
+            "the fast-path range guard made to fail: the exact check_int behind it then runs on every "
+            "value and gives the same answer"
+        ),
+        "invocation_store.adapters._redis_complete.x_plan_complete__mutmut_80": (
+            "'XXXX' for an absent evidence status in the header tail: its mask letter is then D, and "
+            "the script deletes the field without reading that text"
+        ),
+        "invocation_store.adapters._redis_runs.x_plan_open__mutmut_14": (
+            "deadline_ms left out of the 2**53 check: deadline + ttl is checked (ttl >= 1) and the "
+            "kernel refuses a negative deadline, so the same ValueError is raised"
+        ),
+        **{
+            f"invocation_store.adapters._sync.redis.x{_SEP}RedisStore{_SEP}{name}": (
+                "pipeline(transaction=None) for False: redis-py reads only its truth"
+            )
+            for name in ("_list__mutmut_4", "_send_waited__mutmut_11")
+        },
         "invocation_store.adapters._redis_create.x_plan_create__mutmut_49": (
             "the late-check field 'None' where no Begin check refused: that branch is taken only for "
             "arguments with no UTF-8 size, which the script answers INVALID_ARGUMENTS before it reads it"
