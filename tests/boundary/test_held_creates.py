@@ -414,6 +414,32 @@ class LosingAsyncStore:
         return self.inner.create(request, limits)
 
 
+def test_the_async_boundary_holds_no_permanent_failure_and_no_repeated_token(clock: FakeClock) -> None:
+    """CIS-BND-7, CIS-RETRY-1: the same rule on AsyncToolBoundary (its own pipeline module): a
+    permanent store fault holds nothing, and a token the factory repeated is not held (fail
+    closed), while the first call's lost create under a fresh token is."""
+
+    class Corrupt(LosingStore):
+        def create(self, request: AdmissionRequest, limits: Limits) -> Admission | ErrorCode:
+            raise CorruptRecordError(RUN, {request.tool_call_id: "NoTTL"})
+
+    async def scenario(store: LosingStore, **options: Any) -> AsyncToolBoundary:
+        boundary = AsyncToolBoundary(LosingAsyncStore(store), ToolRegistry([tool(FakeExecutor())]), **options)
+        context = await boundary.open_run(
+            RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**6
+        )
+        assert not isinstance(context, ErrorCode)
+        store.lose = 2
+        assert (await boundary.invoke(context, envelope("call_1"))).code is ErrorCode.STORE_UNAVAILABLE
+        assert (await boundary.invoke(context, envelope("call_2"))).code is ErrorCode.STORE_UNAVAILABLE
+        return boundary
+
+    corrupted = asyncio.run(scenario(Corrupt(clock)))
+    assert corrupted.pending_creates() == ()
+    repeating = asyncio.run(scenario(LosingStore(clock), token_factory=lambda: "same-token"))
+    assert repeating.pending_creates() == ((RUN, "call_1"),)  # call_2 drew a used token
+
+
 def test_the_async_boundary_holds_creates_too(clock: FakeClock) -> None:
     """CIS-BND-7: the same on AsyncToolBoundary: a lost reply is held and the re-send runs the tool
     once; a create in flight when the awaiting task is cancelled is held as well (its outcome is

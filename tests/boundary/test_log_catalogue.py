@@ -262,6 +262,14 @@ async def complete_failed_then_swept(h: Harness) -> list[Any]:
     return [first, await h.sweep(1_000), await h.sweep(1_000)]
 
 
+async def clock_failed_before_create(h: Harness) -> list[Any]:
+    await h.open()
+    h.fail("now_ms")
+    first = await h.invoke("call_1")
+    h.heal()
+    return [first, await h.invoke("call_1")]
+
+
 async def create_failed_then_sent_again(h: Harness) -> list[Any]:
     await h.open()
     h.fail("create")
@@ -465,6 +473,18 @@ CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
                 "store complete failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
             ),
             (BOUNDARY, INFO, "swept 1 records: STALE_PROJECTION"),
+        ],
+    ),
+    (
+        clock_failed_before_create,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE, None],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with StoreUnavailableError(LeakyStoreError): STORE_UNAVAILABLE",
+            )
         ],
     ),
     (
