@@ -70,7 +70,7 @@ class Harness:
         self.context: RunContext | None = None
         #: Every result's ids, in order: (how it was asked, the envelope's id or None, the result's
         #: tool_call_id, tool_name, envelope_tool_call_id).
-        self.ids: list[tuple[str, str | None, Any, Any, Any]] = []
+        self.ids: list[tuple[str, object, Any, Any, Any]] = []
 
     def rebuild(self, **options: Any) -> None:
         """The same store and tools behind a new boundary built with ``options``."""
@@ -102,7 +102,7 @@ class Harness:
         self.context = context
         return context
 
-    async def invoke(self, tool_call_id: str, **fields: Any) -> ErrorCode | None:
+    async def invoke(self, tool_call_id: object, **fields: Any) -> ErrorCode | None:
         assert self.context is not None
         result = await self._call("invoke", self.context, envelope(tool_call_id, **fields))
         self.ids.append(
@@ -268,6 +268,14 @@ async def clock_failed_before_create(h: Harness) -> list[Any]:
     first = await h.invoke("call_1")
     h.heal()
     return [first, await h.invoke("call_1")]
+
+
+async def store_names_its_own_code(h: Harness) -> list[Any]:
+    await h.open()
+    h.fail(
+        "create", error=lambda: StoreUnavailableError("NotReplicated", code=ErrorCode.DURABILITY_NOT_REACHED)
+    )
+    return [await h.invoke("call_1"), await h.invoke(17)]
 
 
 async def create_failed_then_sent_again(h: Harness) -> list[Any]:
@@ -488,6 +496,19 @@ CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
         ],
     ),
     (
+        store_names_its_own_code,
+        [],
+        [ErrorCode.DURABILITY_NOT_REACHED, ErrorCode.MISSING_TOOL_CALL_ID],
+        [
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with StoreUnavailableError(NotReplicated): DURABILITY_NOT_REACHED",
+            ),
+            (BOUNDARY, INFO, "tool call rejected at preflight: MISSING_TOOL_CALL_ID"),
+        ],
+    ),
+    (
         create_failed_then_sent_again,
         [],
         [ErrorCode.STORE_UNAVAILABLE, None],
@@ -658,7 +679,9 @@ def test_each_event_logs_exactly_its_line(
     unregistered = {(preflight, "call_2")}
     for asked, envelope_id, tool_call_id, tool_name, echoed in harness.ids:
         if asked == "invoke":
-            assert (tool_call_id, echoed) == (envelope_id, envelope_id)
+            # an id that is not text (a provider's int) is neither kept nor echoed
+            kept = envelope_id if type(envelope_id) is str else None
+            assert (tool_call_id, echoed) == (kept, kept)
             assert tool_name == (None if (scenario, envelope_id) in unregistered else "search")
         else:
             assert (tool_call_id, tool_name, echoed) == (envelope_id, None, None)
