@@ -251,17 +251,37 @@ def test_the_tool_worker_hung_record_names_its_call(caplog: pytest.LogCaptureFix
         release.set()
 
 
-def test_a_custom_logger_gets_the_ids_too(caplog: pytest.LogCaptureFixture) -> None:
-    """CIS-OBS-2: the ids are added to the harness's own logger as well."""
-    store = MemoryStore()
-    boundary = ToolBoundary(store, registry(), logger=logging.getLogger("harness.tools"))
-    context = boundary.open_run(
-        RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=20, byte_budget=1 << 20
-    )
-    assert isinstance(context, RunContext)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_custom_logger_gets_the_ids_too(caplog: pytest.LogCaptureFixture, flavour: str) -> None:
+    """CIS-OBS-2: a harness's own logger gets the boundary's lines (and the ids), on both boundaries."""
     caplog.set_level(logging.INFO, logger="harness.tools")
-    boundary.invoke(context, call(None))
+    logger = logging.getLogger("harness.tools")
+    if flavour == "sync":
+        store = MemoryStore()
+        boundary = ToolBoundary(store, registry(), logger=logger)
+        context = boundary.open_run(
+            RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=20, byte_budget=1 << 20
+        )
+        assert isinstance(context, RunContext)
+        boundary.invoke(context, call(None))
+    else:
+
+        async def main() -> None:
+            async_store = AsyncMemoryStore()
+            async_boundary = AsyncToolBoundary(async_store, registry(), logger=logger)
+            run = await async_boundary.open_run(
+                RUN,
+                deadline_ms=async_store.now_ms() + 60_000,
+                ttl_ms=60_000,
+                tool_call_budget=20,
+                byte_budget=1 << 20,
+            )
+            assert isinstance(run, RunContext)
+            await async_boundary.invoke(run, call(None))
+
+        asyncio.run(main())
     (record,) = [r for r in caplog.records if r.name == "harness.tools"]
+    assert record.getMessage() == "tool call rejected at preflight: MISSING_TOOL_CALL_ID"
     assert (record.__dict__["run_id"], record.__dict__["tool_call_id"]) == (RUN, None)
 
 
