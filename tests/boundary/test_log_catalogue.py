@@ -32,7 +32,7 @@ from invocation_store import (
     ToolRegistry,
     ToolSpec,
 )
-from invocation_store.adapters import CorruptRecordError
+from invocation_store.adapters import CorruptRecordError, UnsafeServerError
 from invocation_store.testing import FakeClock
 
 from ._fakes import (
@@ -278,6 +278,23 @@ async def store_names_its_own_code(h: Harness) -> list[Any]:
     return [await h.invoke("call_1"), await h.invoke(17)]
 
 
+class ThirdPartyUnavailable(StoreUnavailableError):
+    """A third-party store's own failure type: its cause is foreign text, logged only as a safe name."""
+
+
+async def store_failures_as_logged(h: Harness) -> list[Any]:
+    await h.open()
+    answers: list[Any] = []
+    for error in (
+        lambda: ThirdPartyUnavailable("Busy"),  # a safe name: kept
+        lambda: ThirdPartyUnavailable(f"key {SECRET_KEY} of {MARKER}"),  # foreign text: reduced
+        lambda: UnsafeServerError("maxmemory-policy allkeys-lru can evict the store's keys"),  # ours: kept
+    ):
+        h.fail("create", error=error)
+        answers.append(await h.invoke(f"call_{len(answers) + 1}"))
+    return answers
+
+
 async def create_failed_then_sent_again(h: Harness) -> list[Any]:
     await h.open()
     h.fail("create")
@@ -506,6 +523,25 @@ CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
                 "store create failed with StoreUnavailableError(NotReplicated): DURABILITY_NOT_REACHED",
             ),
             (BOUNDARY, INFO, "tool call rejected at preflight: MISSING_TOOL_CALL_ID"),
+        ],
+    ),
+    (
+        store_failures_as_logged,
+        [],
+        [ErrorCode.STORE_UNAVAILABLE] * 3,
+        [
+            (BOUNDARY, ERROR, "store create failed with ThirdPartyUnavailable(Busy): STORE_UNAVAILABLE"),
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with ThirdPartyUnavailable(UnprintableType): STORE_UNAVAILABLE",
+            ),
+            (
+                BOUNDARY,
+                ERROR,
+                "store create failed with UnsafeServerError: maxmemory-policy allkeys-lru can evict the "
+                "store's keys: STORE_UNAVAILABLE",
+            ),
         ],
     ),
     (
