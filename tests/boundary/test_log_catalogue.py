@@ -400,6 +400,107 @@ async def _while_a_create_waits(h: Harness, tool_call_id: str) -> tuple[Any, Any
     return answers[0], second
 
 
+class _ClockGate:
+    """A store whose first two clock reads each wait for their own go, and whose creates wait too.
+
+    Two sends of one call can then both find nothing held (each reads the clock before either
+    begins its create): the first begins and sends, the second then finds it begun.
+    """
+
+    def __init__(self, inner: Any, is_async: bool) -> None:
+        self.inner = inner
+        self.is_async = is_async
+        self.reads = 0
+        self.read_in = [threading.Event(), threading.Event()]
+        self.read_go = [threading.Event(), threading.Event()]
+        self.create_in = threading.Event()
+        self.create_go = threading.Event()
+
+    async def _wait_async(self, event: threading.Event) -> None:
+        while not event.is_set():
+            await asyncio.sleep(0.001)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name == "create":
+            if self.is_async:
+
+                async def create_async(*args: Any) -> Any:
+                    self.create_in.set()
+                    await self._wait_async(self.create_go)
+                    return await attr(*args)
+
+                return create_async
+
+            def create(*args: Any) -> Any:
+                self.create_in.set()
+                assert self.create_go.wait(10)
+                return attr(*args)
+
+            return create
+        # The clock a create's decision reads: synced_now_ms where the store has one, else now_ms.
+        if name == ("synced_now_ms" if hasattr(self.inner, "synced_now_ms") else "now_ms"):
+            index = self.reads
+            self.reads += 1
+            if self.is_async:
+
+                async def read_async() -> int:
+                    if index < 2:
+                        self.read_in[index].set()
+                        await self._wait_async(self.read_go[index])
+                    return int(self.inner.now_ms())
+
+                return read_async
+
+            def read() -> int:
+                if index < 2:
+                    self.read_in[index].set()
+                    assert self.read_go[index].wait(10)
+                    return int(self.inner.now_ms())
+                return int(self.inner.now_ms())
+
+            return read
+        return attr
+
+
+async def begun_while_the_clock_was_read(h: Harness) -> list[Any]:
+    await h.open()
+    gate = _ClockGate(h.inner, h.flavour == "async")
+    h.boundary.store = gate
+    answers: dict[str, Any] = {}
+
+    def send(label: str) -> Any:
+        async def one() -> None:
+            answers[label] = await h.invoke("call_1")
+
+        if h.flavour == "async":
+            return asyncio.ensure_future(one())
+        thread = threading.Thread(target=lambda: asyncio.run(one()))
+        thread.start()
+        return thread
+
+    async def until(event: threading.Event) -> None:
+        while not event.is_set():
+            await asyncio.sleep(0.001)
+
+    first = send("first")
+    await until(gate.read_in[0])
+    second = send("second")
+    await until(gate.read_in[1])
+    gate.read_go[0].set()
+    await until(gate.create_in)  # the first send has begun its create
+    gate.read_go[1].set()
+    while "second" not in answers:
+        await asyncio.sleep(0.001)
+    gate.create_go.set()
+    for sender in (first, second):
+        if h.flavour == "async":
+            await sender
+        else:
+            sender.join(10)
+    return [answers["first"], answers["second"]]
+
+
 async def sent_twice_at_once(h: Harness) -> list[Any]:
     await h.open()
     return list(await _while_a_create_waits(h, "call_1"))
@@ -639,6 +740,12 @@ CATALOGUE: list[tuple[Scenario, list[Any], list[Any], list[Any]]] = [
             (BOUNDARY, INFO, "create of unknown outcome sent again with its invocation token"),
             (BOUNDARY, INFO, "create replayed by the store: recognised as this invocation"),
         ],
+    ),
+    (
+        begun_while_the_clock_was_read,
+        [],
+        [None, ErrorCode.CALL_IN_PROGRESS],
+        [(BOUNDARY, INFO, "create of this call already in flight: CALL_IN_PROGRESS")],
     ),
     (
         sent_twice_at_once,
