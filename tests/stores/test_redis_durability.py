@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -107,8 +108,15 @@ def _call(boundary: ToolBoundary, context: RunContext, tool_call_id: str) -> Any
     return boundary.invoke(context, envelope)
 
 
+NOT_DURABLE_LINE = "redis store: create not durable in time: DURABILITY_NOT_REACHED"
+
+
+def _store_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == "invocation_store.redis"]
+
+
 def test_a_create_that_reaches_its_replica_runs_and_one_that_does_not_never_runs(
-    primary_and_replica: tuple[str, str],
+    primary_and_replica: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """CIS-DUR-2: with Durability(replicas=1) a create answers only after a replica acknowledged it
     (the record is on the replica when the executor runs); with the replica paused the create is
@@ -128,11 +136,13 @@ def test_a_create_that_reaches_its_replica_runs_and_one_that_does_not_never_runs
     assert first.ok, first
     with redis.Redis.from_url(replica) as on_replica:
         assert on_replica.hget("dur:{run-d}:call:call_1", "tool_call_id") == b"call_1"
+    caplog.set_level(logging.WARNING, logger="invocation_store.redis")
     with _paused(_pid(replica)):
         started = time.monotonic()
         second = _call(boundary, context, "call_2")
         waited = time.monotonic() - started
     assert second.code is ErrorCode.DURABILITY_NOT_REACHED
+    assert _store_lines(caplog).count(NOT_DURABLE_LINE) == 1  # the operator is told, once
     assert waited >= 3.0
     assert executor.runs == {"call_1": 1}
     record = store.get("run-d", "call_2")
@@ -254,7 +264,9 @@ def test_an_asyncio_cluster_client_refuses_a_waiting_mode() -> None:
     assert AsyncRedisStore(client, durability=Durability()).prefix == "cis"
 
 
-def test_the_async_store_waits_too(primary_and_replica: tuple[str, str], clock: FakeClock) -> None:
+def test_the_async_store_waits_too(
+    primary_and_replica: tuple[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
     """CIS-DUR-2, CIS-DUR-10: AsyncRedisStore pipelines the same WAIT: a create reaches the replica,
     and with the replica paused it is DURABILITY_NOT_REACHED and its record ERROR with that code."""
     primary, replica = primary_and_replica
@@ -275,8 +287,10 @@ def test_the_async_store_waits_too(primary_and_replica: tuple[str, str], clock: 
         finally:
             await store.close()
 
+    caplog.set_level(logging.WARNING, logger="invocation_store.redis")
     first, second, stored = asyncio.run(scenario())
     assert isinstance(first, Admission)
     assert second is ErrorCode.DURABILITY_NOT_REACHED
+    assert _store_lines(caplog).count(NOT_DURABLE_LINE) == 1
     assert stored is not None
     assert getattr(stored, "error_code", None) is ErrorCode.DURABILITY_NOT_REACHED
