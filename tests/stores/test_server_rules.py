@@ -23,6 +23,7 @@ from invocation_store.adapters._redis_server import (
     judge_hello_refused,
     judge_policy,
     judge_server,
+    parse_info_text,
 )
 
 #: INFO server of each kind (Valkey reports a Redis-compatible redis_version besides its own).
@@ -285,3 +286,14 @@ def test_a_refused_probe_without_info_falls_back_on_what_hello_told() -> None:
         judge_hello({b"server": b"redis"})
     with pytest.raises(ValueError, match="NoVersion"):
         judge_hello(b"OK")
+
+
+def test_an_info_reply_with_bytes_that_are_not_utf8_is_still_read() -> None:
+    """CIS-DUR-3, CIS-DUR-8: INFO is read as UTF-8 with bad bytes replaced (a server name or an
+    operator's config comment can hold any bytes), so the version and the policy are still found."""
+    reply = b"# Server\r\nredis_version:7.0.15\r\nos:Linux \xff\xfe build\r\nmaxmemory_policy:noeviction\r\n"
+    parsed = parse_info_text(reply)
+    assert parsed["redis_version"] == "7.0.15"
+    assert parsed["maxmemory_policy"] == "noeviction"
+    assert parsed["os"] == "Linux \ufffd\ufffd build"
+    assert parse_info_text(42) == {}
