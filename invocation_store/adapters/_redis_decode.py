@@ -39,7 +39,6 @@ __all__ = [
     "CorruptReplyError",
     "Reply",
     "check_int",
-    "check_lifetime",
     "decode_embedded",
     "decode_ids",
     "decode_int",
@@ -383,9 +382,3 @@ def refuse_corrupt(reply: object) -> object:
         return reply
     why = decode_text(reply)[8:]
     raise CorruptReplyError(why if why in _CORRUPT_CAUSES else "UnexpectedReply")
-
-
-def check_lifetime(fields: object, pttl: object) -> None:
-    """Refuse a record read (HGETALL reply ``fields``) whose key has no expiry (``pttl`` -1) (CIS-DUR-7)."""
-    if fields and isinstance(pttl, int) and not lifetime_is_intact(None if pttl == -1 else pttl):
-        raise CorruptReplyError("NoTTL")
