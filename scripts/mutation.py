@@ -1,26 +1,33 @@
-"""Mutation analysis of the kernel and the adapters, on demand (mutmut; not part of CI).
+"""Mutation analysis of the kernel, the boundary and the adapters, on demand (mutmut; not part of CI).
 
 Usage::
 
     .venv/bin/pip install -e '.[dev,mutation]'
     .venv/bin/python scripts/mutation.py kernel                 # every kernel mutant
-    .venv/bin/python scripts/mutation.py adapters --sample 60   # a seeded sample of adapter mutants
+    .venv/bin/python scripts/mutation.py boundary --all --max-children 4   # every boundary mutant
+    .venv/bin/python scripts/mutation.py adapters --sample 200  # a seeded sample of adapter mutants
+    .venv/bin/python scripts/mutation.py adapters --all --file invocation_store/adapters/memory.py
     .venv/bin/python scripts/mutation.py adapters --keep /tmp/cis-mutants   # keep it for mutmut show
 
 ``kernel`` runs mutmut with the ``[tool.mutmut]`` table of ``pyproject.toml`` (the kernel's
-modules, each mutant checked by the fast kernel tests, ``tests/kernel``). ``adapters``
-runs it in a scratch copy of the repository whose table mutates the memory store, the
-Redis store and its reply checks instead, each mutant checked by ``tests/stores`` (which
-starts its own Redis servers). Both print one line::
+modules, each mutant checked by the fast kernel tests, ``tests/kernel``). ``boundary`` and
+``adapters`` (:data:`TARGETS`) run it in a scratch copy of the tracked files whose table
+mutates every module of ``invocation_store/boundary/`` (checked by ``tests/boundary`` and
+``tests/adversarial``) or of ``invocation_store/adapters/`` (checked by ``tests/stores``,
+which starts its own Redis and PostgreSQL servers). There, every mutant is first
+type-checked (``mypy --strict``, as CI runs it: a mutant it rejects counts as caught),
+each mutant's tests run fastest first, and every functools cache of the package is
+emptied before each test (see :data:`SCRATCH_CONFTEST`). Each run prints one line::
 
-    <target>: <total> mutants, <killed> killed, <survived> survived (<equivalent> equivalent), score <s>%
+    <target>: <total> mutants, <killed> killed (<n> by mypy), <survived> survived
+        (<n> with no test, <equivalent> equivalent), score <s>%
 
 where the score is killed / (total - equivalent). Surviving mutants judged equivalent
 (no observable behaviour differs) are listed in :data:`EQUIVALENT` with the reason;
 every other survivor is printed by name, to be killed by a new test or judged. Mutant
 names are mutmut's (``<module>.x_<function>__mutmut_<n>``) and change when the code
-changes: rerun and review after kernel edits. ``--max-children`` (default 1) keeps the
-run to one core.
+changes: rerun and review after edits. ``--max-children`` (default 1) is the number of
+mutants run at once.
 """
 
 from __future__ import annotations
