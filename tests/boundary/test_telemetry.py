@@ -746,6 +746,7 @@ def test_metric_points_carry_exactly_their_outcome() -> None:
     """CIS-OBS-4: a READY count has no code, an ERROR or REJECTED count has exactly its code; a call
     to a tool that is not registered is counted under "unregistered"; every duration is seconds
     (a sum no larger than 60 s per recorded call: nanoseconds would read 1e9 times larger)."""
+    unregistered_before = _count("REJECTED", "unregistered")
     boundary, context = sync_boundary()
     boundary.invoke(context, call("call_m1"))
     boundary.invoke(context, call("call_m2", tool_name="failing"))
@@ -758,12 +759,13 @@ def test_metric_points_carry_exactly_their_outcome() -> None:
         else:
             assert attributes["invocation_store.code"] == attributes["error.type"]
             assert attributes["invocation_store.code"] in {code.value for code in ErrorCode}
+    # The reader is the process's: count this test's own call (a delta), not what others left.
+    assert _count("REJECTED", "unregistered") == unregistered_before + 1
     unregistered = [
         p
         for p in _points("invocation_store.invocations")
         if p.attributes["gen_ai.tool.name"] == "unregistered"
     ]
-    assert unregistered
     assert {p.attributes["invocation_store.code"] for p in unregistered} == {"UNAUTHORIZED"}
     for name in ("invocation_store.invoke.duration", "invocation_store.phase.duration"):
         points = _points(name)
