@@ -196,6 +196,34 @@ EQUIVALENT.update(
         f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}stop__mutmut_8": (
             "a phase starts from 1 ns instead of 0: below the resolution of the clock that times it"
         ),
+        **{
+            f"invocation_store.boundary._core.x_{name}": (
+                "getattr without its default: StoreUnavailableError.__init__ always sets cause and "
+                "code, so the default is never read"
+            )
+            for name in ("_cause__mutmut_18", "code_of__mutmut_6")
+        },
+        **{
+            f"invocation_store.boundary._core.x_new_token__mutmut_{n}": (
+                "a token of another length (17 bytes, or the default 32): only its uniqueness is "
+                "relied on, and no check reads its length"
+            )
+            for n in (1, 2)
+        },
+        **{
+            f"invocation_store.boundary._edge.x_{name}": (
+                "the fast path's test inverted: an exact value is rebuilt field by field into an equal "
+                "one, and a value that needs the copy (str subclasses, a subclass) keeps the original "
+                "checks downstream, which refuse or copy it the same way"
+            )
+            for name in (
+                "exact_envelope__mutmut_6",
+                "exact_envelope__mutmut_8",
+                "exact_envelope__mutmut_12",
+                "exact_projection__mutmut_5",
+                "exact_projection__mutmut_11",
+            )
+        },
         f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}current__mutmut_11": (
             "set_status_on_exception=True: the invoke wrapper's handler then sets the span's final status "
             "(ERROR, no description) over it, so the exported span is the same"

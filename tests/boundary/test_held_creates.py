@@ -21,6 +21,7 @@ from invocation_store import (
     CompletionRetry,
     MemoryStore,
     StoreUnavailableError,
+    ToolBoundary,
     ToolRegistry,
 )
 from invocation_store.adapters import CorruptRecordError, ForwardingStore, UnsafeServerError
@@ -648,3 +649,22 @@ def test_a_held_create_outlives_the_token_window(clock: FakeClock, monkeypatch: 
         assert boundary.invoke(context, envelope(f"call_{index}")).code is None
     assert boundary.invoke(context, envelope("call_held")).code is None
     assert len(executor.calls) == 11
+
+
+def test_the_token_window_keeps_exactly_the_last_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CIS-BND-7, CIS-RETRY-1: the window of drawn tokens holds exactly the last N draws (4 here),
+    evicting the oldest: a token drawn again inside it is not a first use (fail closed), one that
+    left it is; the newest draw is never the one evicted."""
+    from invocation_store.boundary import _core  # noqa: PLC0415 - the window is the module's constant
+
+    monkeypatch.setattr(_core, "_TOKEN_WINDOW", 4)
+    core = ToolBoundary(MemoryStore(), ToolRegistry())
+    assert [core.claim(token) for token in ("t1", "t2", "t3", "t4")] == [True] * 4
+    assert core.claim("t1") is False  # four draws held: t1 is still in the window
+    assert core.sole_use("t1") is False
+    assert core.claim("t5") is True  # the fifth distinct token evicts the oldest, t2
+    assert core.claim("t5") is False  # the newest stays: drawn twice, never a first use again
+    assert core.sole_use("t5") is False
+    assert core.claim("t2") is True  # it left the window: counted afresh (and evicts t3)
+    assert core.sole_use("t1") is False  # drawn twice, still held
+    assert core.sole_use("t3") is True  # evicted: counts as drawn once

@@ -833,3 +833,46 @@ def test_evidence_and_result_size_attributes(
     attributes = dict(span.attributes)
     assert attributes["invocation_store.evidence_status"] == evidence
     assert attributes.get("invocation_store.agent_result_bytes") == result_bytes
+
+
+def test_spans_and_metrics_name_this_library_and_its_version(spans: Any) -> None:
+    """CIS-OBS-3: the instrumentation scope of the spans and of the metrics is this library, with
+    its installed version, so a collector can tell its telemetry from the harness's."""
+    import importlib.metadata  # noqa: PLC0415
+
+    version = importlib.metadata.version("canonical-invocation-store")
+    _invoke_ok("sync")
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "execute_tool lookup"]
+    assert (span.instrumentation_scope.name, span.instrumentation_scope.version) == (
+        "invocation_store",
+        version,
+    )
+    data = metric_reader().get_metrics_data()
+    assert data is not None
+    scopes = {
+        (scope.scope.name, scope.scope.version)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        if any(metric.name.startswith("invocation_store.") for metric in scope.metrics)
+    }
+    assert scopes == {("invocation_store", version)}
+
+
+def test_an_interruption_during_a_create_is_raised_not_answered() -> None:
+    """CIS-BND-7: a KeyboardInterrupt while the store creates is the caller's own interruption: it
+    propagates (it is no store failure to answer STORE_UNAVAILABLE), and the create is held, its
+    outcome unknown."""
+
+    class Interrupted(MemoryStore):
+        def create(self, request: Any, limits: Any) -> Any:
+            raise KeyboardInterrupt
+
+    store = Interrupted()
+    boundary = ToolBoundary(store, registry())
+    context = boundary.open_run(
+        RUN, deadline_ms=store.now_ms() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1 << 20
+    )
+    assert isinstance(context, RunContext)
+    with pytest.raises(KeyboardInterrupt):
+        boundary.invoke(context, call("call_int"))
+    assert boundary.pending_creates() == ((RUN, "call_int"),)
