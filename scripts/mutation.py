@@ -210,20 +210,6 @@ EQUIVALENT.update(
             )
             for n in (1, 2)
         },
-        **{
-            f"invocation_store.boundary._edge.x_{name}": (
-                "the fast path's test inverted: an exact value is rebuilt field by field into an equal "
-                "one, and a value that needs the copy (str subclasses, a subclass) keeps the original "
-                "checks downstream, which refuse or copy it the same way"
-            )
-            for name in (
-                "exact_envelope__mutmut_6",
-                "exact_envelope__mutmut_8",
-                "exact_envelope__mutmut_12",
-                "exact_projection__mutmut_5",
-                "exact_projection__mutmut_11",
-            )
-        },
         f"invocation_store.boundary._telemetry.x{_SEP}_Observation{_SEP}current__mutmut_11": (
             "set_status_on_exception=True: the invoke wrapper's handler then sets the span's final status "
             "(ERROR, no description) over it, so the exported span is the same"

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from invocation_store import ToolCallEnvelope
 from invocation_store.adapters import AsyncMemoryStore, InvocationStore, MemoryStore
-from invocation_store.boundary import AsyncToolBoundary, BoundaryResult, ToolBoundary, ToolRegistry, ToolSpec
+from invocation_store.boundary import (
+    AsyncToolBoundary,
+    BoundaryResult,
+    ToolBoundary,
+    ToolRegistry,
+    ToolSpec,
+)
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
@@ -200,3 +207,53 @@ def test_out_of_range_run_parameters_are_a_value_error_not_a_store_failure(clock
     )
     with pytest.raises(ValueError):
         boundary.open_run(RUN, deadline_ms=2**53, ttl_ms=1_000, tool_call_budget=1, byte_budget=1)
+
+
+class _Tagged(str):
+    """A str subclass: the boundary must copy it to an exact str before anything keeps it."""
+
+    __slots__ = ()
+
+
+class _EnvelopeSubclass(ToolCallEnvelope):
+    """A subclass of the envelope whose tool_call_id reads "call_1" once, then "call_2": the
+    boundary must rebuild it, reading each field once, or two parts of one call disagree."""
+
+    reads: ClassVar[list[int]] = []
+
+    @property
+    def tool_call_id(self) -> str:
+        self.reads.append(1)
+        return "call_1" if len(self.reads) == 1 else "call_2"
+
+    @tool_call_id.setter
+    def tool_call_id(self, value: str) -> None:
+        del value
+
+
+@pytest.mark.parametrize("field", ["run_id", "tool_call_id", "tool_name", "arguments", "envelope"])
+def test_every_text_the_store_keeps_is_an_exact_str(clock: FakeClock, field: str) -> None:
+    """CIS-ID-4..6: whatever field arrives as a str subclass (or the envelope as a subclass), the
+    record the store keeps holds exact ``str`` only, and the call runs as the same call would with
+    plain text: the boundary's copy is made on every path, not only on the ones tests used."""
+    store = MemoryStore(clock)
+    boundary = ToolBoundary(
+        store, ToolRegistry([ToolSpec(name="t", executor=lambda args: "raw", projector=found)])
+    )
+    context = boundary.open_run(RUN, **run_params(clock()))
+    assert isinstance(context, RunContext)
+    fields: dict[str, Any] = {"run_id": RUN, "tool_call_id": "call_1", "tool_name": "t", "arguments": "{}"}
+    if field == "envelope":
+        _EnvelopeSubclass.reads.clear()
+        sent: Any = _EnvelopeSubclass(**fields)
+    else:
+        fields[field] = _Tagged(fields[field])
+        sent = ToolCallEnvelope(**fields)
+    result = boundary.invoke(context, sent)
+    assert result.ok, result
+    assert (result.tool_call_id, result.envelope_tool_call_id) == ("call_1", "call_1")
+    assert store.calls(RUN) == ("call_1",)  # one call, under the id read once
+    record = store.get(RUN, "call_1")
+    assert record is not None
+    for name in ("run_id", "tool_call_id", "tool_name", "request_json", "invocation_token"):
+        assert type(getattr(record, name)) is str, name
