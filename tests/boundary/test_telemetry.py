@@ -510,6 +510,9 @@ def _count(status: str, tool: str) -> int:
 def test_outcome_counter_and_latency_histograms() -> None:
     """CIS-OBS-4: one count per invoke by tool, status and code; durations per invoke and per phase."""
     before_ready, before_error = _count("READY", "lookup"), _count("ERROR", "failing")
+    # The reader is the process's: count this test's own recordings (deltas), not what others left.
+    timed_before = sum(p.count for p in _points("invocation_store.invoke.duration"))
+    phases_before = sum(p.count for p in _points("invocation_store.phase.duration"))
     boundary, context = sync_boundary()
     boundary.invoke(context, call("call_1"))
     boundary.invoke(context, call("call_2"))
@@ -519,7 +522,9 @@ def test_outcome_counter_and_latency_histograms() -> None:
     codes = {p.attributes.get("invocation_store.code") for p in _points("invocation_store.invocations")}
     assert "EXECUTION_FAILED" in codes
     durations = _points("invocation_store.invoke.duration")
-    assert sum(p.count for p in durations) >= 3
+    assert sum(p.count for p in durations) == timed_before + 3
+    # two READY calls time three phases each; the failed one its execute and store phases
+    assert sum(p.count for p in _points("invocation_store.phase.duration")) == phases_before + 8
     phases = {p.attributes["invocation_store.phase"] for p in _points("invocation_store.phase.duration")}
     assert phases == {"execute", "project", "store"}
     failed_points = [p for p in durations if p.attributes.get("invocation_store.status") == "ERROR"]
