@@ -174,54 +174,47 @@ class _Unreadable(Projection):
         return super().__getattribute__(name)
 
 
-class _LostReply:
+class _After:
+    """A store whose ``name`` runs on ``inner`` as usual, then hands its args and answer to ``after``
+    (which raises, or returns the answer the caller gets), sync or async alike."""
+
+    def __init__(
+        self, inner: Any, is_async: bool, name: str, after: Callable[[tuple[Any, ...], Any], Any]
+    ) -> None:
+        self.inner = inner
+        self.is_async = is_async
+        self.name = name
+        self.after = after
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != self.name:
+            return attr
+        if self.is_async:
+
+            async def call_async(*args: Any) -> Any:
+                return self.after(args, await attr(*args))
+
+            return call_async
+        return lambda *args: self.after(args, attr(*args))
+
+
+def _lose_reply(args: tuple[Any, ...], answer: Any) -> Any:
+    raise LeakyStoreError  # applied, then the connection drops: the reply is lost
+
+
+def _LostReply(inner: Any, is_async: bool) -> _After:
     """A store that applies a create and then loses its reply (the connection drops)."""
-
-    def __init__(self, inner: Any, is_async: bool) -> None:
-        self.inner = inner
-        self.is_async = is_async
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if name != "create":
-            return attr
-        if self.is_async:
-
-            async def create_async(*args: Any) -> Any:
-                await attr(*args)
-                raise LeakyStoreError
-
-            return create_async
-
-        def create(*args: Any) -> Any:
-            attr(*args)
-            raise LeakyStoreError
-
-        return create
+    return _After(inner, is_async, "create", _lose_reply)
 
 
-class _CorruptReads:
+def _call_9_corrupt(args: tuple[Any, ...], answer: Any) -> Any:
+    raise CorruptRecordError(args[0], {"call_9": "NoTTL"}, answer)
+
+
+def _CorruptReads(inner: Any, is_async: bool) -> _After:
     """A store whose batched read finds ``call_9`` corrupt (no TTL) and the rest as they are."""
-
-    def __init__(self, inner: Any, is_async: bool) -> None:
-        self.inner = inner
-        self.is_async = is_async
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if name != "get_many":
-            return attr
-        if self.is_async:
-
-            async def get_many_async(run_id: str, ids: Any) -> Any:
-                raise CorruptRecordError(run_id, {"call_9": "NoTTL"}, await attr(run_id, ids))
-
-            return get_many_async
-
-        def get_many(run_id: str, ids: Any) -> Any:
-            raise CorruptRecordError(run_id, {"call_9": "NoTTL"}, attr(run_id, ids))
-
-        return get_many
+    return _After(inner, is_async, "get_many", _call_9_corrupt)
 
 
 async def preflight(h: Harness) -> list[Any]:
