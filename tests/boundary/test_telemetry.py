@@ -530,6 +530,7 @@ def test_outcome_counter_and_latency_histograms() -> None:
     failed_points = [p for p in durations if p.attributes.get("invocation_store.status") == "ERROR"]
     assert {p.attributes.get("error.type") for p in failed_points} >= {"EXECUTION_FAILED"}
     for name, (kind, unit, allowed) in INSTRUMENTS.items():
+        assert _metrics(name), name  # exported under exactly this name
         for metric in _metrics(name):
             assert metric.unit == unit
         for point in _points(name):
@@ -861,6 +862,34 @@ def test_spans_and_metrics_name_this_library_and_its_version(spans: Any) -> None
         if any(metric.name.startswith("invocation_store.") for metric in scope.metrics)
     }
     assert scopes == {("invocation_store", version)}
+
+
+def _documented_instruments() -> dict[str, tuple[str, str, str, tuple[str, ...]]]:
+    """The table of docs/telemetry.md: name -> (kind, unit, description, attributes)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text(encoding="utf-8")
+    row = r"^\| `(invocation_store\.[^`]+)` \| (\w+) \| `([^`]+)` \| ([^|]+) \| ([^|]+) \|$"
+    rows = re.findall(row, text, re.MULTILINE)
+    return {
+        name: (kind, unit, description.strip(), tuple(re.findall(r"`([^`]+)`", attributes)))
+        for name, kind, unit, description, attributes in rows
+    }
+
+
+def test_the_documented_instruments_are_the_exported_ones() -> None:
+    """CIS-OBS-4: every instrument the boundary exports has the name, unit and description that
+    docs/telemetry.md lists (what an operator builds dashboards from), and the documented kinds
+    and attributes are those of INSTRUMENTS."""
+    documented = _documented_instruments()
+    assert documented == {
+        name: (kind, unit, documented.get(name, ("", "", "", ()))[2], allowed)
+        for name, (kind, unit, allowed) in INSTRUMENTS.items()
+    }
+    _invoke_ok("sync")
+    for name, (kind, unit, description, _attributes) in documented.items():
+        (metric,) = _metrics(name)
+        assert (metric.name, metric.unit, metric.description) == (name, unit, description)
+        expected = "Sum" if kind == "counter" else "Histogram"
+        assert type(metric.data).__name__ == expected
 
 
 def test_an_interruption_during_a_create_is_raised_not_answered() -> None:
