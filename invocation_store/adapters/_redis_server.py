@@ -241,11 +241,10 @@ def _info(reply: object) -> Mapping[str, object]:
 
 
 def _server_name(server: Mapping[str, object]) -> str:
-    """``Redis 7.0.15`` or ``Valkey 9.1.2`` from ``INFO server`` (Valkey also reports a ``redis_version``)."""
-    valkey = server.get("valkey_version")
-    if _text(server.get("server_name")) == "valkey" or valkey is not None:
-        return f"Valkey {_version_text(parse_version({'redis_version': valkey}) if valkey else (0,))}"
-    return f"Redis {_version_text(parse_version(server))}"
+    """``Redis 7.0.15`` from ``INFO server``: the ``server_name`` it reports (``valkey``, or none
+    for Redis) and its Redis-compatible ``redis_version``, the one the version rules judge."""
+    kind = "Valkey" if _text(server.get("server_name")) == "valkey" else "Redis"
+    return f"{kind} {_version_text(parse_version(server))}"
 
 
 def _version_text(version: tuple[int, ...]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invocation_store.adapters import _redis_core as core
+from invocation_store.adapters._redis_decode import CorruptReplyError, decode_embedded
 from invocation_store.kernel import ErrorCode, Limits, RunState, admit, open_run
 
 from ._support import RUN, request
@@ -169,3 +170,14 @@ def test_a_create_reply_with_a_foreign_run_status_is_corrupt() -> None:
     with pytest.raises(core.CorruptReplyError) as caught:
         core.finish_create(_plan(), (f"OK {NOW} " + tail.replace(RUN, "run-2", 1)).encode())
     assert caught.value.cause == "IdentityMismatch"
+
+
+@pytest.mark.parametrize("flag", [b"0", b"1", "0", "1"])
+def test_an_embedded_record_of_two_items_is_absent_and_fewer_is_corrupt(flag: bytes | str) -> None:
+    """CIS-STORE-6: a script's ``<flag>, <raw>, <pairs...>`` with no pairs is no record (None), with
+    either flag and either reply type; a reply without the raw item is UnexpectedReply."""
+    assert decode_embedded([flag, None], "run_1", "call_1") is None
+    assert decode_embedded([flag, b"raw"], "run_1", "call_1") is None
+    for short in ([flag], []):
+        with pytest.raises(CorruptReplyError, match="UnexpectedReply"):
+            decode_embedded(short, "run_1", "call_1")

@@ -15,7 +15,7 @@ import redis
 import redis.exceptions
 
 from invocation_store.adapters import Durability, UnsafeServerError, UnsupportedRedisError
-from invocation_store.adapters._redis_common import is_hello_failure, old_version_error
+from invocation_store.adapters._redis_common import is_hello_failure, old_version_error, resp2_connection
 from invocation_store.adapters._redis_server import (
     SCRIPT_WRITE_COMMANDS,
     check_commands,
@@ -297,3 +297,56 @@ def test_an_info_reply_with_bytes_that_are_not_utf8_is_still_read() -> None:
     assert parsed["maxmemory_policy"] == "noeviction"
     assert parsed["os"] == "Linux \ufffd\ufffd build"
     assert parse_info_text(42) == {}
+
+
+@pytest.mark.parametrize("raw_text", [False, True], ids=["parsed", "raw-text"])
+@pytest.mark.parametrize(
+    ("server", "named"),
+    [
+        ({"redis_version": "7.0.15"}, "Redis 7.0.15"),
+        ({"redis_version": "6.2.14", "server_name": "redis"}, "Redis 6.2.14"),
+        # a fork that calls itself valkey but reports a version without WAITAOF
+        ({"redis_version": "7.0.4", "server_name": "valkey"}, "Valkey 7.0.4"),
+    ],
+)
+def test_the_no_waitaof_refusal_names_the_server_as_it_reports_itself(
+    server: dict[str, str], named: str, raw_text: bool
+) -> None:
+    """CIS-DUR-2: the refusal names the server as INFO's server_name calls it, with the
+    redis_version the rule judged (the text an operator acts on)."""
+    mode = Durability(aof=True)
+    replies = _replies("redis-7.0", durability=mode, aof=True, raw_text=raw_text)
+    replies[0] = _text(server, "Server") if raw_text else server
+    with pytest.raises(UnsafeServerError) as caught:
+        judge_server(replies, durability=mode, allow_eviction=False)
+    assert f"this server is {named}: upgrade it" in caught.value.operator_text()
+
+
+@pytest.mark.parametrize(
+    ("client", "probes"),
+    [
+        (lambda: redis.Redis(protocol=2), False),
+        (lambda: redis.Redis(protocol="2"), False),  # type: ignore[arg-type]  # a config file's string
+        (lambda: redis.Redis(protocol=3), True),
+        (redis.Redis, True),  # redis-py >= 8 defaults to RESP3: HELLO 3 on connect
+        (lambda: redis.Redis.from_url("redis://127.0.0.1:1/0?protocol=2"), False),
+        (lambda: redis.Redis.from_url("redis://127.0.0.1:1/0?protocol=3"), True),
+    ],
+    ids=["int-2", "str-2", "int-3", "default", "url-2", "url-3"],
+)
+def test_the_version_probe_connection_speaks_resp2_only_when_needed(client: Any, probes: bool) -> None:
+    """CIS-DUR-8: a client that already speaks RESP2 needs no probe (None); any other client gets
+    a fresh, unconnected connection of its pool's kind and address with protocol 2 and without
+    RESP3-only options. Nothing is sent here."""
+    pool = client().connection_pool
+    connection = resp2_connection(pool)
+    if not probes:
+        assert connection is None
+        return
+    assert type(connection) is pool.connection_class
+    assert connection.protocol == 2
+    assert (connection.host, connection.port) == (
+        pool.connection_kwargs.get("host", "localhost"),
+        pool.connection_kwargs.get("port", 6379),
+    )
+    assert connection._sock is None  # not connected
