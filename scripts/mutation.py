@@ -239,7 +239,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
 SCRATCH_TABLE = """[tool.mutmut]
 source_paths = ["invocation_store/"]
 only_mutate = [{only}]
-also_copy = ["conftest.py", "spec/", "examples/"]
+also_copy = ["conftest.py", "spec/", "examples/", "docs/"]
 pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-x"{skip}]
 pytest_add_cli_args_test_selection = [{tests}]
 """
