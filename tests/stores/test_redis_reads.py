@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import inspect
+import secrets
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import redis
+import redis.asyncio
 
+from invocation_store.adapters import AsyncRedisStore, RedisStore, StoreUnavailableError
 from invocation_store.adapters._redis_core import run_keys
-from invocation_store.adapters._redis_reads import SNAPSHOT_FIELDS, decide_snapshot, snapshot_commands
+from invocation_store.adapters._redis_reads import (
+    MAX_ATTEMPTS,
+    SNAPSHOT_FIELDS,
+    decide_snapshot,
+    snapshot_commands,
+)
+from invocation_store.kernel import CanonicalRecord
+from invocation_store.testing import FakeClock
+
+from ._support import RUN as STORE_RUN
+from ._support import StoreDriver, admitted, open_default_run, ready, request
 
 RUN = "run-1"
 HASH = {
@@ -76,3 +93,91 @@ def test_corrupt_records_are_named_and_the_others_still_decided() -> None:
     assert snapshot.records["call_4"] is not None
     with pytest.raises(redis.ResponseError, match="NOPERM"):
         decide_snapshot([redis.ResponseError("NOPERM no rights"), 900], RUN, ["call_1"], include_raw=False)
+
+
+# -- a write landing between the reads, end to end ------------------------------------
+
+
+def _moving_pipeline(pipe: Any, rounds: list[int], moved_rounds: int) -> Any:
+    """``pipe`` whose replies to its first ``moved_rounds`` snapshot rounds (pipelines ending in
+    HMGET) show every record's check fields changed, as a completion landing between HGETALL
+    and the check would; ``rounds`` counts the snapshot rounds sent."""
+    execute = pipe.execute
+
+    def sent() -> list[object]:  # each queued command's name (a tuple or a command object per client)
+        return [(entry[0] if isinstance(entry, tuple) else entry.args)[0] for entry in pipe.command_stack]
+
+    def moved(names: list[object], replies: list[Any]) -> list[Any]:
+        if not names or names[-1] != "HMGET":
+            return replies
+        rounds.append(len(rounds) + 1)
+        if len(rounds) > moved_rounds:
+            return replies
+        return [
+            [b"READY", b"99", b"another"] if name == "HMGET" else reply
+            for name, reply in zip(names, replies, strict=True)
+        ]
+
+    if inspect.iscoroutinefunction(execute):
+
+        async def execute_async(raise_on_error: bool = True) -> list[Any]:
+            names = sent()
+            return moved(names, list(await execute(raise_on_error)))
+
+        pipe.execute = execute_async
+    else:
+
+        def execute_sync(raise_on_error: bool = True) -> list[Any]:
+            names = sent()
+            return moved(names, list(execute(raise_on_error)))
+
+        pipe.execute = execute_sync
+    return pipe
+
+
+@pytest.mark.parametrize("moved_rounds", [0, 1, MAX_ATTEMPTS - 1, MAX_ATTEMPTS])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_moved_record_is_read_again_up_to_max_attempts(
+    redis_url: str, clock: FakeClock, flavour: str, moved_rounds: int
+) -> None:
+    """CIS-DUR-9: a record whose check fields moved is read again, round by round, and the first
+    stable round answers (get and get_many); a record still moving after MAX_ATTEMPTS rounds is
+    STORE_UNAVAILABLE (cause UnstableRead), after exactly MAX_ATTEMPTS rounds, never a mixed record."""
+    rounds: list[int] = []
+    prefix = f"cis-test-{secrets.token_hex(6)}"
+    if flavour == "sync":
+
+        class Moving(redis.Redis):
+            def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+                return _moving_pipeline(super().pipeline(transaction, shard_hint), rounds, moved_rounds)
+
+        store: Any = RedisStore(Moving.from_url(redis_url), prefix=prefix, clock=clock)
+    else:
+
+        class AsyncMoving(redis.asyncio.Redis):
+            def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+                return _moving_pipeline(super().pipeline(transaction, shard_hint), rounds, moved_rounds)
+
+        store = AsyncRedisStore(AsyncMoving.from_url(redis_url), prefix=prefix, clock=clock, owns_client=True)
+    driver = StoreDriver(store, flavour)
+    try:
+        open_default_run(driver, clock())
+        record = admitted(driver, request("call_1"))
+        done = ready(record, clock(), raw="the raw response")
+        assert driver.complete(record, done) == done
+        reads: tuple[Callable[[], CanonicalRecord | None], ...] = (
+            lambda: driver.get(STORE_RUN, "call_1"),
+            lambda: driver.get_many(STORE_RUN, ["call_1"])["call_1"],
+        )
+        for read in reads:
+            rounds.clear()
+            if moved_rounds < MAX_ATTEMPTS:
+                assert read() == done
+                assert len(rounds) == moved_rounds + 1
+            else:
+                with pytest.raises(StoreUnavailableError) as caught:
+                    read()
+                assert caught.value.cause == "UnstableRead"
+                assert len(rounds) == MAX_ATTEMPTS
+    finally:
+        driver.close()
