@@ -21,6 +21,7 @@ from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
     ErrorCode,
+    EvidenceStatus,
     InvocationStatus,
     Limits,
     Projection,
@@ -257,3 +258,64 @@ def test_every_text_the_store_keeps_is_an_exact_str(clock: FakeClock, field: str
     assert record is not None
     for name in ("run_id", "tool_call_id", "tool_name", "request_json", "invocation_token"):
         assert type(getattr(record, name)) is str, name
+
+
+class _ProjectionSubclass(Projection):
+    """A Projection subclass whose content reads "first" once, then "second": the boundary must
+    rebuild it, reading each field once, or the agent and the record get different results."""
+
+    reads: ClassVar[list[int]] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "content":
+            type(self).reads.append(1)
+            return "first" if len(type(self).reads) == 1 else "second"
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize("field", ["evidence_status", "content", "scope", "projection"])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_every_projection_text_the_store_keeps_is_an_exact_str(
+    clock: FakeClock, field: str, flavour: str
+) -> None:
+    """CIS-EVID-2, CIS-ID-4: whatever projection field arrives as a str subclass (or the
+    projection as a subclass whose fields read differently each time), the record holds exact
+    ``str`` only, read once: the agent's result and the stored one are the same text."""
+    fields: dict[str, Any] = {"evidence_status": "EVIDENCE_FOUND", "content": "first", "scope": "s"}
+    if field == "projection":
+        _ProjectionSubclass.reads.clear()
+        made: Projection = _ProjectionSubclass(**fields)
+    else:
+        fields[field] = _Tagged(fields[field])
+        made = Projection(**fields)
+    spec = ToolSpec(name="t", executor=lambda _args: "raw", projector=lambda _raw, _args: made)
+    if flavour == "sync":
+        store: Any = MemoryStore(clock)
+        boundary: Any = ToolBoundary(store, ToolRegistry([spec]))
+        context = boundary.open_run(RUN, **run_params(clock()))
+        result = boundary.invoke(context, envelope("call_1"))
+    else:
+        store = AsyncMemoryStore(clock=clock)
+        boundary = AsyncToolBoundary(store, ToolRegistry([spec]))
+
+        async def flow() -> Any:
+            context = await boundary.open_run(RUN, **run_params(clock()))
+            return await boundary.invoke(context, envelope("call_1"))
+
+        result = asyncio.run(flow())
+    assert result.ok, result
+    record = store.get(RUN, "call_1")
+    if flavour == "async":
+        record = asyncio.run(record)
+    assert record is not None
+    assert (record.agent_result, record.scope, record.evidence_status) == (
+        "first",
+        "s",
+        EvidenceStatus.EVIDENCE_FOUND,
+    )
+    assert (result.content, result.scope) == ("first", "s")
+    for name in ("agent_result", "scope"):
+        assert type(getattr(record, name)) is str, name
+    assert type(record.evidence_status) is EvidenceStatus
+    if field == "projection":
+        assert len(_ProjectionSubclass.reads) == 1
