@@ -40,6 +40,7 @@ from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
 from ._support import (
+    DEADLINE_IN_MS,
     EXPIRE_FAMILY,
     LIMITS,
     RUN,
@@ -542,6 +543,39 @@ def test_the_held_connection_serves_one_caller_at_a_time_and_goes_back_to_the_po
     assert small.get(RUN, "call_1") == created
     small.close()
     tight.close()
+
+
+def test_the_async_store_holds_one_connection_too(private_redis_url: str, clock: FakeClock) -> None:
+    """CIS-STORE-9: the async store's scripts run on the one connection it holds: sequential calls
+    leave exactly that one in use, concurrent tasks that find it taken use pool connections and
+    are answered once and right, and close() gives it back."""
+
+    async def flow() -> None:
+        client = redis.asyncio.Redis.from_url(private_redis_url)
+        store = AsyncRedisStore(client, prefix=_prefix(), clock=clock)
+        pool: Any = client.connection_pool
+        await store.open_run(
+            RUN, deadline_ms=clock() + DEADLINE_IN_MS, ttl_ms=TTL_MS, tool_call_budget=100, byte_budget=10**6
+        )
+
+        async def one(name: str) -> None:
+            created = await store.create(request(name), LIMITS)
+            assert isinstance(created, Admission)
+            done = ready(created.record, clock())
+            assert await store.complete(created.record, done) == done
+
+        for index in range(5):
+            await one(f"seq_{index}")
+        assert len(pool._in_use_connections) == 1  # the held one, kept between calls
+        held = next(iter(pool._in_use_connections))
+        await asyncio.gather(*(one(f"par_{index}") for index in range(8)))
+        assert pool._in_use_connections == {held}  # the others went back
+        assert len(await store.completed(RUN)) == 13
+        await store.close()
+        assert len(pool._in_use_connections) == 0
+        await client.aclose()
+
+    asyncio.run(flow())
 
 
 def test_round_trips_counted_on_the_socket(
