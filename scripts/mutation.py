@@ -8,6 +8,7 @@ Usage::
     .venv/bin/python scripts/mutation.py adapters --sample 200  # a seeded sample of adapter mutants
     .venv/bin/python scripts/mutation.py adapters --all --file invocation_store/adapters/memory.py
     .venv/bin/python scripts/mutation.py adapters --keep /tmp/cis-mutants   # keep it for mutmut show
+    .venv/bin/python scripts/mutation.py adapters --tests tests/ --names survivors.txt  # a second pass
 
 ``kernel`` runs mutmut with the ``[tool.mutmut]`` table of ``pyproject.toml`` (the kernel's
 modules, each mutant checked by the fast kernel tests, ``tests/kernel``). ``boundary`` and
@@ -419,6 +420,9 @@ def run_scratch(
     max_children: int,
     keep: Path | None = None,
     files: tuple[str, ...] = (),
+    tests: tuple[str, ...] = (),
+    skip: tuple[str, ...] = (),
+    names_file: Path | None = None,
 ) -> int:
     """The mutants of ``target`` (a key of :data:`TARGETS`), in a scratch copy of the tracked files.
 
@@ -426,8 +430,13 @@ def run_scratch(
     narrows the modules mutated (paths or ``dir/*`` patterns; default: the target's).
     ``keep`` names a directory to hold the copy (kept afterwards, for ``mutmut show`` and
     for ``mutmut run <names>`` after new tests); by default a temporary one is removed.
+    ``tests`` replaces the target's test paths and ``skip`` adds test names to leave out
+    (e.g. ``tests/`` for a second pass of a fast run's survivors against the whole suite);
+    ``names_file`` runs only the mutants it names, one per line, instead of a sample.
     """
-    only, tests, skip = TARGETS[target]
+    only, target_tests, target_skip = TARGETS[target]
+    tests = tests or target_tests
+    skip = (*target_skip, *skip)
     with tempfile.TemporaryDirectory(prefix="cis-mutation-") as scratch:
         workdir = Path(scratch) if keep is None else keep
         if keep is not None and keep.exists():
@@ -444,7 +453,11 @@ def run_scratch(
             print(f"{target}: mutmut generated no mutants", first.stdout[-2000:], first.stderr[-2000:])
             return 1
         typed = _caught_by_mypy(workdir) & set(names)
-        if sample is None:
+        if names_file is not None:
+            listed = set(names_file.read_text(encoding="utf-8").split())
+            chosen = [name for name in names if name in listed]
+            label = f"{target} ({len(chosen)} named in {names_file.name}, tests {' '.join(tests)})"
+        elif sample is None:
             chosen, label = names, f"{target} (every mutant)"
         else:
             draw = random.Random(seed)  # noqa: S311 - a reproducible sample, not a secret
@@ -469,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutants (default 1)")
     parser.add_argument("--keep", type=Path, help="keep the scratch copy here (emptied first)")
     parser.add_argument("--file", action="append", default=[], help="mutate only this module (repeatable)")
+    parser.add_argument("--tests", action="append", default=[], help="test path instead of the target's")
+    parser.add_argument("--skip", action="append", default=[], help="a test name to leave out (repeatable)")
+    parser.add_argument("--names", type=Path, help="run only the mutants named in this file")
     args = parser.parse_args(argv)
     if args.target == "kernel":
         return run_kernel(args.max_children)
@@ -480,6 +496,9 @@ def main(argv: list[str] | None = None) -> int:
         max_children=args.max_children,
         keep=args.keep,
         files=tuple(args.file),
+        tests=tuple(args.tests),
+        skip=tuple(args.skip),
+        names_file=args.names,
     )
 
 
