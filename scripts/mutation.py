@@ -236,11 +236,12 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     "boundary": (("invocation_store/boundary/*",), ("tests/boundary/", "tests/adversarial/"), ()),
 }
 
-#: The ``[tool.mutmut]`` table of a scratch-copy run; ``{only}``, ``{tests}``, ``{skip}`` are filled in.
+#: The ``[tool.mutmut]`` table of a scratch-copy run; ``{also}``, ``{only}``, ``{tests}``, ``{skip}``
+#: are filled in.
 SCRATCH_TABLE = """[tool.mutmut]
 source_paths = ["invocation_store/"]
 only_mutate = [{only}]
-also_copy = ["conftest.py", "spec/", "examples/", "docs/"]
+also_copy = [{also}]
 pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-x"{skip}]
 pytest_add_cli_args_test_selection = [{tests}]
 """
@@ -356,17 +357,18 @@ def _scratch_copy(
         capture_output=True,
         check=True,
     ).stdout.split(b"\0")
-    for raw in files:
-        if not raw:
-            continue
-        name = raw.decode()
+    tracked = [raw.decode() for raw in files if raw]
+    for name in tracked:
         target = destination / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
     pyproject = destination / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
     table = re.compile(r"^\[tool\.mutmut\]\n(?:(?!^\[).*\n?)*", re.MULTILINE)
+    # Everything tracked beside the package goes with the tests (they read docs, spec, .ci ...).
+    beside = sorted({name.split("/")[0] for name in tracked} - {"invocation_store", "tests"})
     filled = SCRATCH_TABLE.format(
+        also=", ".join(f'"{name}"' for name in beside),
         only=", ".join(f'"{path}"' for path in only),
         tests=", ".join(f'"{path}"' for path in tests),
         skip=f', "-k", "{" and ".join(f"not {name}" for name in skip)}"' if skip else "",
