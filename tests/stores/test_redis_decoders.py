@@ -1,0 +1,161 @@
+"""Each malformed reply a Redis decoder can meet, and the cause it is refused with (CIS-STORE-6, CIS-DUR-12).
+
+The cause label is what ``StoreUnavailableError.cause`` and the store's log line carry
+(``docs/stores.md``, "Cause labels"): an operator tells a corrupt record (repair the key)
+from a reply of the wrong shape (a client or proxy problem) by it. So each shape is held
+to its exact label here, on fabricated replies, in both reply types redis-py produces
+(bytes, and str with ``decode_responses=True``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from invocation_store.adapters._redis_decode import (
+    CorruptReplyError,
+    decode_ids,
+    decode_progress,
+    decode_progress_reply,
+    decode_run,
+)
+from invocation_store.kernel import PROGRESS_FIELDS, EvidenceStatus, InvocationStatus, ProgressView
+
+#: A READY record's progress fields, in PROGRESS_FIELDS order.
+GOOD: dict[str, bytes | None] = {
+    "run_id": b"run_1",
+    "tool_call_id": b"call_1",
+    "tool_name": b"search",
+    "sequence": b"3",
+    "status": b"READY",
+    "evidence_status": b"EVIDENCE_FOUND",
+    "agent_result": b"the result",
+    "scope": b"the scope",
+    "expires_at_ms": b"1000",
+}
+VIEW = ProgressView(
+    "run_1",
+    "call_1",
+    "search",
+    3,
+    InvocationStatus.READY,
+    EvidenceStatus.EVIDENCE_FOUND,
+    "the result",
+    "the scope",
+    1000,
+)
+
+
+def _values(**changed: bytes | None) -> list[bytes | None]:
+    return [changed.get(name, GOOD[name]) for name in PROGRESS_FIELDS]
+
+
+def _as_str(values: list[bytes | None]) -> list[str | None]:
+    return [None if value is None else value.decode() for value in values]
+
+
+#: name -> (changed fields, the cause). Each is one way a stored record can be damaged.
+PROGRESS_REFUSALS: dict[str, tuple[dict[str, bytes | None], str]] = {
+    "no run id, other fields": ({"run_id": None}, "CorruptRecord"),
+    "no call id": ({"tool_call_id": None}, "CorruptRecord"),
+    "no run id and no call id": ({"run_id": None, "tool_call_id": None}, "CorruptRecord"),
+    "another run": ({"run_id": b"run_2"}, "IdentityMismatch"),
+    "another call": ({"tool_call_id": b"call_2"}, "IdentityMismatch"),
+    "no tool name": ({"tool_name": None}, "CorruptRecord"),
+    "no sequence": ({"sequence": None}, "CorruptRecord"),
+    "no expiry": ({"expires_at_ms": None}, "CorruptRecord"),
+    "a sequence that is not digits": ({"sequence": b"3x"}, "CorruptRecord"),
+    "an expiry that is not digits": ({"expires_at_ms": b"-1"}, "CorruptRecord"),
+    "an unknown status": ({"status": b"DONE"}, "CorruptRecord"),
+    "no status": ({"status": None}, "CorruptRecord"),
+    "an unknown evidence status": ({"evidence_status": b"MAYBE"}, "CorruptRecord"),
+    "READY without evidence": ({"evidence_status": None}, "CorruptRecord"),
+    "READY without a result": ({"agent_result": None}, "CorruptRecord"),
+}
+
+
+@pytest.mark.parametrize("as_str", [False, True], ids=["bytes", "str"])
+def test_a_whole_record_decodes_and_an_absent_one_is_none(as_str: bool) -> None:
+    """CIS-PERF-3: the nine fields of a well-formed record are its view; nine nils are no record."""
+    values: list[Any] = _as_str(_values()) if as_str else _values()
+    assert decode_progress(values, "run_1", "call_1") == VIEW
+    assert decode_progress([None] * len(PROGRESS_FIELDS), "run_1", "call_1") is None
+    assert decode_progress_reply(values, "run_1", ["call_1"]) == [VIEW]
+    two = [*values, *([None] * len(PROGRESS_FIELDS))]
+    assert decode_progress_reply(two, "run_1", ["call_1", "call_2"]) == [VIEW, None]
+
+
+@pytest.mark.parametrize("as_str", [False, True], ids=["bytes", "str"])
+@pytest.mark.parametrize("damage", list(PROGRESS_REFUSALS))
+def test_each_damaged_progress_record_is_refused_with_its_cause(damage: str, as_str: bool) -> None:
+    """CIS-STORE-6: a partial record, bad values, or the record of another run or call is refused
+    with its own cause label, by the one-record decoder and the script-reply decoder alike."""
+    changed, cause = PROGRESS_REFUSALS[damage]
+    values: list[Any] = _values(**changed)
+    if as_str:
+        values = _as_str(values)
+    with pytest.raises(CorruptReplyError) as caught:
+        decode_progress(values, "run_1", "call_1")
+    assert caught.value.args == (cause,)
+    with pytest.raises(CorruptReplyError) as caught:
+        decode_progress_reply([*([None] * len(PROGRESS_FIELDS)), *values], "run_1", ["call_0", "call_1"])
+    assert caught.value.args == (cause,)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        _values()[:-1],  # a field short
+        [*_values(), b"extra"],  # a field over
+        [],  # nothing for an id asked
+        [*_values()[:4], 3, *_values()[5:]],  # an integer where the text should be
+        [*_values()[:4], [b"READY"], *_values()[5:]],  # a nested array
+        {"run_id": b"run_1"},  # a map, not an array
+        b"OK",  # a status reply
+        None,
+    ],
+    ids=["short", "long", "empty", "integer", "nested", "map", "status", "nil"],
+)
+def test_a_progress_reply_of_the_wrong_shape_is_an_unexpected_reply(reply: Any) -> None:
+    """CIS-STORE-6: a reply whose shape no script or HMGET produces is UnexpectedReply (a client,
+    proxy or protocol problem), not a corrupt record (which an operator would go and repair)."""
+    with pytest.raises(CorruptReplyError) as caught:
+        decode_progress_reply(reply, "run_1", ["call_1"])
+    assert caught.value.args == ("UnexpectedReply",)
+    if isinstance(reply, list):
+        with pytest.raises(CorruptReplyError) as caught:
+            decode_progress(reply, "run_1", "call_1")
+        assert caught.value.args == ("UnexpectedReply",)
+
+
+RUN_VALUES = [b"run_1", b"ACTIVE", b"5", b"100", b"50", b"55", b"10", b"1000", b"1", b"20"]
+
+
+def test_run_values_decode_and_each_damage_has_its_cause() -> None:
+    """CIS-STORE-6: a run's ten fields are its state; all nil is no run; some nil is CorruptRun;
+    another run's id is IdentityMismatch; another count of values is UnexpectedReply."""
+    state = decode_run(RUN_VALUES, "run_1")
+    assert state is not None
+    assert (state.tool_call_budget, state.bytes_used, state.expires_at_ms) == (10, 20, 55)
+    assert decode_run([value.decode() for value in RUN_VALUES], "run_1") == state
+    assert decode_run([None] * len(RUN_VALUES), "run_1") is None
+    for values, cause in (
+        ([None, *RUN_VALUES[1:]], "CorruptRun"),
+        ([*RUN_VALUES[:-1], None], "CorruptRun"),
+        ([b"run_2", *RUN_VALUES[1:]], "IdentityMismatch"),
+        (RUN_VALUES[:-1], "UnexpectedReply"),
+        ([*RUN_VALUES, b"1"], "UnexpectedReply"),
+    ):
+        with pytest.raises(CorruptReplyError) as caught:
+            decode_run(values, "run_1")
+        assert caught.value.args == (cause,)
+
+
+def test_a_call_list_with_an_unsafe_id_is_a_corrupt_list() -> None:
+    """CIS-STORE-6: a run's call list holds safe ids only; anything else is CorruptList."""
+    assert decode_ids([b"call_1", "call_2"]) == ("call_1", "call_2")
+    for bad in ([b"call 1"], [b"call_1", b""], [b"x" * 1000]):
+        with pytest.raises(CorruptReplyError) as caught:
+            decode_ids(bad)
+        assert caught.value.args == ("CorruptList",)
