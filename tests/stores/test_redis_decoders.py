@@ -19,7 +19,9 @@ from invocation_store.adapters._redis_decode import (
     decode_progress,
     decode_progress_reply,
     decode_run,
+    finish_ttl,
 )
+from invocation_store.adapters._redis_runs import finish_end_run
 from invocation_store.kernel import PROGRESS_FIELDS, EvidenceStatus, InvocationStatus, ProgressView
 
 #: A READY record's progress fields, in PROGRESS_FIELDS order.
@@ -159,3 +161,71 @@ def test_a_call_list_with_an_unsafe_id_is_a_corrupt_list() -> None:
         with pytest.raises(CorruptReplyError) as caught:
             decode_ids(bad)
         assert caught.value.args == ("CorruptList",)
+
+
+IDS = [b"run_1", b"call_1", b"1000"]  # HMGET run_id, tool_call_id, expires_at_ms
+
+
+def test_the_remaining_ttl_is_the_smaller_of_pttl_and_the_store_clock() -> None:
+    """CIS-TTL-2: PTTL alone without a store clock; with one, the smaller of PTTL and
+    expires_at_ms - now; a record gone or past its expiry has none (None)."""
+    assert finish_ttl(IDS, 500, "run_1", "call_1", None) == 500
+    assert finish_ttl(IDS, 500, "run_1", "call_1", 600) == 400  # the clock's view is shorter
+    assert finish_ttl(IDS, 300, "run_1", "call_1", 600) == 300  # PTTL is shorter
+    assert finish_ttl(IDS, 500, "run_1", "call_1", 1000) is None  # expired by the store clock
+    assert finish_ttl([value.decode() for value in IDS], 500, "run_1", "call_1", None) == 500
+    assert finish_ttl([None, None, None], -2, "run_1", "call_1", 5) is None  # no record
+    assert finish_ttl(IDS, -2, "run_1", "call_1", 5) is None  # expired between HMGET and PTTL
+
+
+@pytest.mark.parametrize(
+    ("fields", "pttl", "cause"),
+    [
+        (IDS[:2], 500, "UnexpectedReply"),
+        ([*IDS, b"x"], 500, "UnexpectedReply"),
+        (IDS, b"500", "UnexpectedReply"),
+        (IDS, None, "UnexpectedReply"),
+        ([None, *IDS[1:]], 500, "CorruptRecord"),
+        ([*IDS[:2], None], 500, "CorruptRecord"),
+        (IDS, -1, "NoTTL"),  # a record that would never expire
+        ([b"run_2", *IDS[1:]], 500, "IdentityMismatch"),
+        ([IDS[0], b"call_2", IDS[2]], 500, "IdentityMismatch"),
+    ],
+    ids=[
+        "short",
+        "long",
+        "pttl-bytes",
+        "pttl-nil",
+        "no-run",
+        "no-expiry",
+        "no-ttl",
+        "other-run",
+        "other-call",
+    ],
+)
+def test_each_damaged_ttl_reply_is_refused_with_its_cause(fields: list[Any], pttl: Any, cause: str) -> None:
+    """CIS-STORE-6, CIS-DUR-12: ttl_remaining_ms's replies, each damage with its own cause."""
+    with pytest.raises(CorruptReplyError) as caught:
+        finish_ttl(fields, pttl, "run_1", "call_1", 5)
+    assert caught.value.args == (cause,)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"ERR",  # no code
+        b"ERR NO_SUCH_CODE 5",  # a code no script sends
+        b"ERR RUN_INACTIVE",  # no time
+        b"ERR RUN_INACTIVE 5 run_1",  # a run of one field
+        b"MAYBE 5",  # an unknown tag
+        [],
+        42,
+    ],
+    ids=["no-code", "foreign-code", "no-time", "short-run", "unknown-tag", "empty", "integer"],
+)
+def test_an_end_run_reply_of_the_wrong_shape_is_an_unexpected_reply(reply: Any) -> None:
+    """CIS-STORE-8: a cancel's or close's reply that END_RUN_SCRIPT never sends is UnexpectedReply."""
+    for cancel in (True, False):
+        with pytest.raises(CorruptReplyError) as caught:
+            finish_end_run("run_1", cancel, reply)
+        assert caught.value.args == ("UnexpectedReply",)
