@@ -15,7 +15,8 @@ modules, each mutant checked by the fast kernel tests, ``tests/kernel``). ``boun
 ``adapters`` (:data:`TARGETS`) run it in a scratch copy of the tracked files whose table
 mutates every module of ``invocation_store/boundary/`` (checked by ``tests/boundary`` and
 ``tests/adversarial``) or of ``invocation_store/adapters/`` (checked by ``tests/stores``,
-which starts its own Redis and PostgreSQL servers). There, every mutant is first
+on a Redis server, a Redis Cluster and a PostgreSQL server the script starts once for the
+whole run: :func:`_shared_servers`). There, every mutant is first
 type-checked (``mypy --strict``, as CI runs it: a mutant it rejects counts as caught),
 each mutant's tests run fastest first, and every functools cache of the package is
 emptied before each test (see :data:`SCRATCH_CONFTEST`). Each run prints one line::
@@ -35,13 +36,16 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
+import os
 import random
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -294,9 +298,56 @@ def pytest_runtest_setup(item):  # added by scripts/mutation.py
 """
 
 
-def _mutmut(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+#: Appended to the scratch copy's conftest.py and tests/stores/conftest.py: the session's
+#: PostgreSQL server and Redis Cluster are the ones :func:`_shared_servers` started for the
+#: whole run (named by environment variables), not one per mutant. Each mutant's tests
+#: run in a forked pytest session, which would otherwise start both again (initdb, three
+#: cluster nodes: seconds per mutant). The tests keep their data apart by key and table
+#: prefixes, as they do when the suite runs on several workers.
+SHARED_POSTGRES = """
+
+if __import__("os").environ.get("CIS_MUTATION_POSTGRES_DSN"):
+
+    @pytest.fixture(scope="session")
+    def postgres_dsn():  # added by scripts/mutation.py: one server for every mutant
+        return __import__("os").environ["CIS_MUTATION_POSTGRES_DSN"]
+"""
+SHARED_CLUSTER = """
+
+if __import__("os").environ.get("CIS_MUTATION_CLUSTER_URLS"):
+
+    @pytest.fixture(scope="session")
+    def store_cluster_urls():  # added by scripts/mutation.py: one cluster for every mutant
+        return __import__("os").environ["CIS_MUTATION_CLUSTER_URLS"].split()
+"""
+
+
+@contextlib.contextmanager
+def _shared_servers() -> Iterator[dict[str, str]]:
+    """A Redis server, a Redis Cluster and a PostgreSQL server for a whole run, stopped after it;
+    yields the environment that points the tests at them (see :data:`SHARED_POSTGRES`)."""
+    from invocation_store.testing.postgres_server import PostgresServer  # noqa: PLC0415
+    from invocation_store.testing.redis_server import redis_cluster, redis_server  # noqa: PLC0415
+
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(redis_server())
+        cluster = stack.enter_context(redis_cluster(3))
+        postgres = stack.enter_context(PostgresServer())
+        yield {
+            "REDIS_URL": url,
+            "CIS_MUTATION_CLUSTER_URLS": " ".join(cluster),
+            "CIS_MUTATION_POSTGRES_DSN": postgres.dsn,
+        }
+
+
+def _mutmut(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
-        [sys.executable, "-m", "mutmut", *args], cwd=workdir, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "mutmut", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -375,7 +426,9 @@ def _scratch_copy(
     )
     pyproject.write_text(table.sub(filled + "\n", text), encoding="utf-8")
     with (destination / "conftest.py").open("a", encoding="utf-8") as conftest:
-        conftest.write(SCRATCH_CONFTEST)
+        conftest.write(SCRATCH_CONFTEST + SHARED_POSTGRES)
+    with (destination / "tests" / "stores" / "conftest.py").open("a", encoding="utf-8") as conftest:
+        conftest.write(SHARED_CLUSTER)
 
 
 _MUTANT_DEF: Final = re.compile(r"__mutmut_\d+$")
@@ -439,13 +492,13 @@ def run_scratch(
     only, target_tests, target_skip = TARGETS[target]
     tests = tests or target_tests
     skip = (*target_skip, *skip)
-    with tempfile.TemporaryDirectory(prefix="cis-mutation-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="cis-mutation-") as scratch, _shared_servers() as env:
         workdir = Path(scratch) if keep is None else keep
         if keep is not None and keep.exists():
             shutil.rmtree(keep)
         _scratch_copy(workdir, files or only, tests, skip)
         # A first run with a name matching nothing generates every mutant and the test map.
-        first = _mutmut(workdir, "run", "--max-children", str(max_children), "no-such-mutant")
+        first = _mutmut(workdir, "run", "--max-children", str(max_children), "no-such-mutant", env=env)
         if "failed to collect stats" in first.stdout + first.stderr:
             # The unmutated tests failed in the copy (a file they read was not copied?).
             print(f"{target}: the tests fail on the unmutated copy", first.stdout[-2000:], sep="\n")
@@ -466,7 +519,7 @@ def run_scratch(
             chosen = sorted(draw.sample(names, min(sample, len(names))))
             label = f"{target} (sample of {len(chosen)} of {len(names)}, seed {seed})"
         tested = [name for name in chosen if name not in typed]
-        done = _mutmut(workdir, "run", "--max-children", str(max_children), *tested)
+        done = _mutmut(workdir, "run", "--max-children", str(max_children), *tested, env=env)
         if done.returncode != 0:
             print(done.stdout[-2000:], done.stderr[-2000:], sep="\n")
         statuses = {**_statuses(workdir), **dict.fromkeys(typed, "caught by type check")}
