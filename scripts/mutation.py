@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import difflib
 import json
 import os
 import random
@@ -369,21 +370,157 @@ CAUGHT: Final = frozenset({"killed", "timeout", "caught by type check"})
 UNCAUGHT: Final = frozenset({"survived", "no tests"})
 
 
-def _report(target: str, statuses: dict[str, str]) -> int:
+#: Redis commands, command options and INFO sections the stores send as literals. Redis
+#: reads all of them without regard to case.
+REDIS_WORDS: Final = frozenset(
+    [
+        "EVAL",
+        "EVALSHA",
+        "SCRIPT",
+        "LOAD",
+        "EXISTS",
+        "FLUSH",
+        "INFO",
+        "SERVER",
+        "MEMORY",
+        "PERSISTENCE",
+        "REPLICATION",
+        "COMMAND",
+        "GET",
+        "SET",
+        "NX",
+        "XX",
+        "PX",
+        "EX",
+        "KEEPTTL",
+        "HGETALL",
+        "HMGET",
+        "HGET",
+        "HSET",
+        "PTTL",
+        "PEXPIRE",
+        "PEXPIREAT",
+        "PEXPIRETIME",
+        "STRLEN",
+        "DEL",
+        "UNLINK",
+        "SCAN",
+        "MATCH",
+        "COUNT",
+        "TIME",
+        "WAIT",
+        "WAITAOF",
+        "HELLO",
+        "PING",
+        "MULTI",
+        "EXEC",
+        "LRANGE",
+        "LLEN",
+        "ZRANGE",
+        "CONFIG",
+        "CLUSTER",
+        "SLOTS",
+        "SHARDS",
+        "READONLY",
+    ]
+)
+#: Codec names, which Python looks up without regard to case.
+CODECS: Final = frozenset({"utf-8", "utf8", "ascii", "latin-1"})
+_SQL_STATEMENT: Final = re.compile(
+    r"^\s*(PRAGMA|SELECT|INSERT|UPDATE|DELETE|CREATE|BEGIN|SET|SHOW|ALTER|DROP|WITH|COMMIT|ROLLBACK)\b",
+    re.IGNORECASE,
+)
+_LITERAL: Final = re.compile(r"\"([^\"\\]*)\"|'([^'\\]*)'")
+
+
+def _case_blind(before: str, after: str) -> str | None:
+    """Why a one-line mutation that only changes the case of string literals changes nothing:
+    every changed literal is read without regard to case (a Redis command, option or INFO
+    section; a codec name; SQL text with no quoted part). None otherwise."""
+    if before == after or before.lower() != after.lower():
+        return None
+    old = [a or b for a, b in _LITERAL.findall(before)]
+    new = [a or b for a, b in _LITERAL.findall(after)]
+    if len(old) != len(new):
+        return None
+    kinds = set()
+    for was, now in zip(old, new, strict=True):
+        if was == now:
+            continue
+        if was.upper() in REDIS_WORDS:
+            kinds.add("a Redis command, option or INFO section name")
+        elif was.lower() in CODECS:
+            kinds.add("a codec name")
+        elif _SQL_STATEMENT.match(was) and not any(quote in was for quote in "'\"`"):
+            kinds.add("SQL text without quoted parts")
+        else:
+            return None
+    return f"only the case of {' and '.join(sorted(kinds))} changes, which is read without regard to case"
+
+
+def _mutant_lines(workdir: Path, names: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """Mutant name -> (its function's lines it removes, the lines it adds), from the mutants tree."""
+    mutants = workdir / "mutants"
+    functions: dict[Path, dict[str, list[str]]] = {}
+    found = {}
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            base = mutants.joinpath(*parts[:cut])
+            path = base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
+            if path.exists():
+                break
+        else:
+            continue
+        if path not in functions:
+            text = path.read_text(encoding="utf-8")
+            lines = text.splitlines()
+            functions[path] = {
+                node.name: lines[node.lineno : node.end_lineno]
+                for node in ast.walk(ast.parse(text))
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name
+            }
+        function = ".".join(parts[cut:])
+        original = functions[path].get(function.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+        mutated = functions[path].get(function)
+        if original is None or mutated is None:
+            continue
+        diff = list(difflib.unified_diff(original, mutated, lineterm="", n=0))[2:]
+        found[name] = (
+            [line[1:] for line in diff if line.startswith("-")],
+            [line[1:] for line in diff if line.startswith("+")],
+        )
+    return found
+
+
+def _by_rule(workdir: Path, names: list[str]) -> dict[str, str]:
+    """Survivors judged equivalent by a rule (:func:`_case_blind`), with the rule's reason."""
+    judged = {}
+    for name, (removed, added) in _mutant_lines(workdir, names).items():
+        if len(removed) == len(added) == 1:
+            reason = _case_blind(removed[0], added[0])
+            if reason is not None:
+                judged[name] = reason
+    return judged
+
+
+def _report(target: str, statuses: dict[str, str], ruled: dict[str, str] | None = None) -> int:
     total = len(statuses)
     killed = sum(status in CAUGHT for status in statuses.values())
     typed = sum(status == "caught by type check" for status in statuses.values())
     survivors = sorted(name for name, status in statuses.items() if status in UNCAUGHT)
     untested = sum(statuses[name] == "no tests" for name in survivors)
-    equivalent = [name for name in survivors if name in EQUIVALENT]
-    unexplained = [name for name in survivors if name not in EQUIVALENT]
+    judged_equivalent = {**(ruled or {}), **EQUIVALENT}
+    equivalent = [name for name in survivors if name in judged_equivalent]
+    unexplained = [name for name in survivors if name not in judged_equivalent]
+    by_rule = sum(name in (ruled or {}) and name not in EQUIVALENT for name in survivors)
     other = total - killed - len(survivors)
     judged = total - len(equivalent)
     score = 100.0 * killed / judged if judged else 100.0
     print(
         f"{target}: {total} mutants, {killed} killed ({typed} by mypy), {len(survivors)} survived "
-        f"({untested} with no test, {len(equivalent)} equivalent), score {score:.1f}%"
-        + (f", {other} not run" if other else "")
+        f"({untested} with no test, {len(equivalent)} equivalent, {by_rule} of them by a rule), "
+        f"score {score:.1f}%" + (f", {other} not run" if other else "")
     )
     for name in unexplained:
         print(f"  {statuses[name]}, not judged equivalent: {name}")
@@ -523,7 +660,10 @@ def run_scratch(
         if done.returncode != 0:
             print(done.stdout[-2000:], done.stderr[-2000:], sep="\n")
         statuses = {**_statuses(workdir), **dict.fromkeys(typed, "caught by type check")}
-        return _report(label, {name: statuses.get(name, "not run") for name in chosen})
+        survivors = [name for name in chosen if statuses.get(name) in UNCAUGHT]
+        return _report(
+            label, {name: statuses.get(name, "not run") for name in chosen}, _by_rule(workdir, survivors)
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
