@@ -424,6 +424,8 @@ REDIS_WORDS: Final = frozenset(
         "READONLY",
     ]
 )
+#: The INFO sections the server checks ask for.
+INFO_SECTIONS: Final = frozenset({"SERVER", "MEMORY", "PERSISTENCE", "REPLICATION"})
 #: Codec names, which Python looks up without regard to case.
 CODECS: Final = frozenset({"utf-8", "utf8", "ascii", "latin-1"})
 _SQL_STATEMENT: Final = re.compile(
@@ -447,7 +449,9 @@ def _case_blind(before: str, after: str) -> str | None:
     for was, now in zip(old, new, strict=True):
         if was == now:
             continue
-        if was.upper() in REDIS_WORDS:
+        if (was in REDIS_WORDS) or (was.upper() in INFO_SECTIONS and '"INFO"' in before):
+            # spelled as the stores spell them: commands and options in capitals, and an INFO
+            # section as the argument of an INFO (a lower-case key that spells a command is data)
             kinds.add("a Redis command, option or INFO section name")
         elif was.lower() in CODECS:
             kinds.add("a codec name")
