@@ -331,9 +331,11 @@ def test_the_lapse_sweep_is_bounded_and_deletes_only_lapsed_rows(
     kept = admitted(store, request("kept", run_id="run-long"))
     clock.advance(1_000)  # the five records lapse; their run lives until deadline + ttl
     assert store.get(RUN, "call_0") is None
+    assert store.sweep_lapsed(limit=0) == 0  # a limit of nothing deletes nothing
+    assert store.sweep_lapsed(limit=-1) == 0
+    assert store.sweep_lapsed(limit=1) == 1
     assert store.sweep_lapsed(limit=2) == 2
     assert store.sweep_lapsed(limit=2) == 2
-    assert store.sweep_lapsed(limit=2) == 1
     assert store.sweep_lapsed(limit=2) == 0
     assert store.calls(RUN) == tuple(f"call_{index}" for index in range(5))  # the lists live with the run
     clock.now = run.expires_at_ms
@@ -355,6 +357,24 @@ def test_the_store_sweeps_by_itself_after_writes(
     store._last_sweep = 0.0
     open_default_run(store, clock(), run_id="run-2")  # a write: the due sweep runs after it
     assert store.sweep_lapsed() == 0  # already swept
+
+
+def test_reads_never_sweep(make_sql_store: Callable[..., Any], clock: FakeClock) -> None:
+    """CIS-TTL-4: the store's own sweep runs after writes only; a read, even with a sweep due, leaves
+    lapsed rows to the next write (reads stay read-only transactions)."""
+    store = make_sql_store(clock=clock, sweep_interval_ms=1, sweep_limit=10)
+    open_default_run(store, clock(), ttl_ms=100)
+    admitted(store, request("call_1"))
+    clock.advance(100)  # call_1 lapses; a sweep is due
+    store._last_sweep = 0.0
+    assert store.get(RUN, "call_1") is None
+    assert store.get_many(RUN, ["call_1"]) == {"call_1": None}
+    assert store.get_progress(RUN, ["call_1"]) == {"call_1": None}
+    assert store.ttl_remaining_ms(RUN, "call_1") is None
+    assert store.get_run(RUN) is not None
+    assert store.calls(RUN) == ("call_1",)
+    assert store.completed(RUN) == ()
+    assert store.sweep_lapsed() == 1  # still there for the sweep: no read swept it
 
 
 def test_several_threads_share_one_sqlite_file(tmp_path: Path, clock: FakeClock) -> None:
