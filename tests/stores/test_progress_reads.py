@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from invocation_store.adapters import RedisStore, StoreUnavailableError
+from invocation_store.adapters._async.progress import async_progress_reader, async_read_progress
 from invocation_store.adapters._progress import ProgressReader, progress_reader
 from invocation_store.kernel import PROGRESS_FIELDS, ErrorCode, EvidenceStatus, ProgressView
 from invocation_store.testing import FakeClock
@@ -76,6 +77,40 @@ def test_stores_without_a_progress_read_fall_back_to_get_many(make_store: Any, c
             return store.get_many(run_id, tool_call_ids, include_raw=include_raw)
 
     assert progress_reader(Plain())(RUN, ids) == store.get_many(RUN, ids, include_raw=False)
+
+
+def test_async_stores_without_a_progress_read_fall_back_to_get_many(
+    make_async_store: Any, clock: FakeClock
+) -> None:
+    """CIS-PERF-3: an async store of your own without get_progress serves progress through
+    get_many without raw responses: the same views, for the run and the ids asked."""
+
+    async def main() -> None:
+        store = make_async_store(clock)
+        asked: list[tuple[str, tuple[str, ...], bool]] = []
+
+        class Plain:
+            async def get_many(self, run_id: str, tool_call_ids: Any, *, include_raw: bool = True) -> Any:
+                asked.append((run_id, tuple(tool_call_ids), include_raw))
+                return await store.get_many(run_id, tool_call_ids, include_raw=include_raw)
+
+        try:
+            await store.open_run(
+                RUN, deadline_ms=clock() + 60_000, ttl_ms=TTL_MS, tool_call_budget=5, byte_budget=1 << 20
+            )
+            admission = await store.create(request("ok_1"), LIMITS)
+            done = ready(admission.record, clock())
+            await store.complete(admission.record, done)
+            views = await async_read_progress(Plain(), RUN, ["ok_1", "ghost"])
+            assert views == {"ok_1": ProgressView.of(done), "ghost": None}
+            assert asked == [(RUN, ("ok_1", "ghost"), False)]
+            reader = async_progress_reader(Plain())
+            assert await reader(RUN, ["ok_1"]) == await store.get_many(RUN, ["ok_1"], include_raw=False)
+            assert async_progress_reader(store) == store.get_progress  # a store that has one: its own
+        finally:
+            await store.close()
+
+    asyncio.run(main())
 
 
 @pytest.mark.redis
