@@ -21,7 +21,7 @@ import pytest
 
 from invocation_store.adapters import RetryPolicy, StoreUnavailableError, _sql
 from invocation_store.adapters._sql import SCHEMA_VERSION, Execute
-from invocation_store.adapters.postgres import PostgresStore, SchemaError
+from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore, SchemaError
 from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
 from invocation_store.kernel import Admission, ErrorCode, RunState, is_own_create
 from invocation_store.testing import FakeClock
@@ -627,3 +627,76 @@ def test_postgres_with_a_budget_of_zero_runs_every_operation(postgres_dsn: str) 
     finally:
         store.close()
         drop_tables(postgres_dsn, prefix)
+
+
+def _own_connection_facts(conn: Any, prefix: str) -> tuple[str, int]:
+    """(the session's application_name, how many of its prepared statements name ``prefix``)."""
+    name = conn.execute("SELECT current_setting('application_name')").fetchone()[0]
+    prepared = conn.execute(
+        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", (f"%{prefix}%",)
+    ).fetchone()[0]
+    return name, prepared
+
+
+def _connections_named(dsn: str, name: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_postgres_pools_name_their_connections_and_prepare_statements(
+    postgres_dsn: str, clock: FakeClock, flavour: str
+) -> None:
+    """CIS-STORE-9: from_dsn's pool opens one connection by default (min_size 1), named
+    ``invocation-store`` unless told otherwise (what an operator sees in pg_stat_activity), and
+    the store's statements are prepared on first use (one parse per connection, not five)."""
+    prefix = f"cis_sql_{secrets.token_hex(4)}_"
+    named = f"cis-test-{secrets.token_hex(3)}"
+    if flavour == "sync":
+        store = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+        other = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock, application_name=named)
+        try:
+            open_default_run(store, clock())
+            assert other.get_run(RUN) is not None
+            with store._pool.connection() as conn:
+                name, prepared = _own_connection_facts(conn, prefix)
+            assert _connections_named(postgres_dsn, named) == 1
+        finally:
+            store.close()
+            other.close()
+    else:
+
+        async def flow() -> tuple[str, int]:
+            store = AsyncPostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+            other = AsyncPostgresStore.from_dsn(
+                postgres_dsn, prefix=prefix, clock=clock, application_name=named
+            )
+            try:
+                await store.open_run(
+                    RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1000
+                )
+                assert await other.get_run(RUN) is not None
+                async with store._pool.connection() as conn:
+                    name = (
+                        await (await conn.execute("SELECT current_setting('application_name')")).fetchone()
+                    )[0]
+                    cursor = await conn.execute(
+                        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                        (f"%{prefix}%",),
+                    )
+                    prepared = (await cursor.fetchone())[0]
+                assert _connections_named(postgres_dsn, named) == 1
+                return name, prepared
+            finally:
+                await store.close()
+                await other.close()
+
+        name, prepared = asyncio.run(flow())
+    drop_tables(postgres_dsn, prefix)
+    assert name == "invocation-store"
+    assert prepared >= 1
