@@ -359,24 +359,6 @@ def test_the_store_sweeps_by_itself_after_writes(
     assert store.sweep_lapsed() == 0  # already swept
 
 
-def test_reads_never_sweep(make_sql_store: Callable[..., Any], clock: FakeClock) -> None:
-    """CIS-TTL-4: the store's own sweep runs after writes only; a read, even with a sweep due, leaves
-    lapsed rows to the next write (reads stay read-only transactions)."""
-    store = make_sql_store(clock=clock, sweep_interval_ms=1, sweep_limit=10)
-    open_default_run(store, clock(), ttl_ms=100)
-    admitted(store, request("call_1"))
-    clock.advance(100)  # call_1 lapses; a sweep is due
-    store._last_sweep = 0.0
-    assert store.get(RUN, "call_1") is None
-    assert store.get_many(RUN, ["call_1"]) == {"call_1": None}
-    assert store.get_progress(RUN, ["call_1"]) == {"call_1": None}
-    assert store.ttl_remaining_ms(RUN, "call_1") is None
-    assert store.get_run(RUN) is not None
-    assert store.calls(RUN) == ("call_1",)
-    assert store.completed(RUN) == ()
-    assert store.sweep_lapsed() == 1  # still there for the sweep: no read swept it
-
-
 def test_several_threads_share_one_sqlite_file(tmp_path: Path, clock: FakeClock) -> None:
     """CIS-STORE-2, CIS-RUN-5: 8 threads, each on its own connection, admit into one run with budget 5:
     exactly five are admitted with sequences 1..5, across two stores on the same file."""
@@ -602,10 +584,14 @@ def test_reads_never_sweep_and_an_idle_stores_lapsed_rows_stay_invisible(
     admitted(store, request("call_1"))
     clock.advance(10**6)  # the record and the run lapse
     store._last_sweep = 0.0  # the interval has long passed
-    for _ in range(3):
+    for _ in range(3):  # every read of the Protocol
         assert store.get(RUN, "call_1") is None
+        assert store.get_many(RUN, ["call_1"]) == {"call_1": None}
+        assert store.get_progress(RUN, ["call_1"]) == {"call_1": None}
+        assert store.ttl_remaining_ms(RUN, "call_1") is None
         assert store.get_run(RUN) is None
         assert store.calls(RUN) == ()
+        assert store.completed(RUN) == ()
     assert store.sweep_lapsed() == 2  # nothing was swept by the reads: the record and the run
 
 
