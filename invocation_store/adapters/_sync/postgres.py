@@ -117,8 +117,10 @@ class PostgresStore:
     ) -> PostgresStore:
         """A store on its own pool of ``min_size`` .. ``max_size`` connections to ``dsn`` (libpq or URL).
 
-        ``options`` are the store's keyword arguments. The pool opens on first use and
-        closes with the store.
+        ``options`` are the store's keyword arguments. The pool opens on first use (its
+        connections are made in the background; an operation waits for one no longer
+        than the retry budget, so a database down at first use is STORE_UNAVAILABLE in
+        that time, and served once it is up) and closes with the store.
         """
         pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             dsn,
@@ -202,7 +204,11 @@ class PostgresStore:
         if self._schema_ready:
             return
         if self._pool.closed and self._owns_pool:
-            self._pool.open(wait=True, timeout=10)
+            # Opened without waiting: the pool connects in the background, and the
+            # transaction below waits for a connection no longer than the retry budget.
+            # (Waiting here would close the pool for good when the database is down at
+            # first use: a closed pool cannot be opened again.)
+            self._pool.open(wait=False)
 
         def steps() -> Steps:
             yield Fetch(_SCHEMA_LOCK)

@@ -1,0 +1,157 @@
+"""AsyncPostgresStore's own I/O shell: what the sync store's tests in test_sql_stores.py hold, on the
+asyncio module (its own code: the isolation level, the sweep after writes, the pool's wait)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from invocation_store.adapters import RetryPolicy, StoreUnavailableError
+from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore
+from invocation_store.kernel import Admission, RunState
+from invocation_store.testing import FakeClock
+from invocation_store.testing._factories import drop_tables
+from invocation_store.testing.postgres_server import PostgresServer
+
+from ._support import LIMITS, RUN, StoreDriver, request
+
+pytestmark = pytest.mark.postgres
+
+
+def _run(dsn: str, flow: Callable[[AsyncPostgresStore], Awaitable[Any]], **options: Any) -> Any:
+    """``flow(store)`` on a fresh AsyncPostgresStore of ``dsn`` (own tables, closed and dropped after)."""
+    prefix = f"cis_async_{secrets.token_hex(4)}_"
+
+    async def main() -> Any:
+        store = AsyncPostgresStore.from_dsn(dsn, prefix=prefix, **options)
+        try:
+            return await flow(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(main())
+    finally:
+        drop_tables(dsn, prefix)
+
+
+async def _open(store: AsyncPostgresStore, now: int, ttl_ms: int = 60_000) -> None:
+    opened = await store.open_run(
+        RUN, deadline_ms=now + 60_000, ttl_ms=ttl_ms, tool_call_budget=5, byte_budget=1000
+    )
+    assert isinstance(opened, RunState)
+
+
+def test_every_transaction_runs_at_read_committed(postgres_dsn: str) -> None:
+    """CIS-STORE-4: on a server whose sessions default to SERIALIZABLE, every transaction the async
+    store runs (schema check, writes, reads, the sweep) is READ COMMITTED."""
+    dsn = psycopg.conninfo.make_conninfo(
+        postgres_dsn, options="-c default_transaction_isolation=serializable"
+    )
+    seen: list[str] = []
+
+    async def flow(store: AsyncPostgresStore) -> None:
+        original = store._answer
+
+        async def answer(conn: Any, step: object) -> Any:
+            found = await (await conn.execute("SHOW transaction_isolation")).fetchone()
+            seen.append(str(found[0]))
+            return await original(conn, step)
+
+        store._answer = answer  # type: ignore[method-assign]
+        await _open(store, store.now_ms())
+        assert isinstance(await store.create(request("call_1"), LIMITS), Admission)
+        assert await store.get(RUN, "call_1") is not None
+        assert await store.sweep_lapsed() == 0
+
+    _run(dsn, flow)
+    assert len(seen) >= 5
+    assert set(seen) == {"read committed"}
+
+
+def test_writes_sweep_when_due_and_reads_never(postgres_dsn: str) -> None:
+    """CIS-TTL-4: with a sweep due, reads leave lapsed rows alone; the next write sweeps them; with
+    no interval (0) nothing sweeps by itself."""
+    clock = FakeClock(1_000_000)
+
+    async def flow(store: AsyncPostgresStore) -> tuple[int, int]:
+        await _open(store, clock(), ttl_ms=100)
+        assert isinstance(await store.create(request("call_1"), LIMITS), Admission)
+        clock.advance(10**6)  # the record and the run lapse
+        store._last_sweep = 0.0  # a sweep is due
+        assert await store.get(RUN, "call_1") is None
+        assert await store.get_many(RUN, ["call_1"]) == {"call_1": None}
+        assert await store.get_progress(RUN, ["call_1"]) == {"call_1": None}
+        assert await store.get_run(RUN) is None
+        assert await store.calls(RUN) == ()
+        assert await store.completed(RUN) == ()
+        left_by_reads = await store.sweep_lapsed()
+        await _open(store, clock(), ttl_ms=100)  # the same run again, lapsed again, then a write
+        clock.advance(10**6)
+        store._last_sweep = 0.0
+        opened = await store.open_run(
+            "run-2", deadline_ms=clock() + 10, ttl_ms=10, tool_call_budget=1, byte_budget=1
+        )
+        assert isinstance(opened, RunState)
+        return left_by_reads, await store.sweep_lapsed()
+
+    left_by_reads, left_by_write = _run(postgres_dsn, flow, clock=clock, sweep_interval_ms=1, sweep_limit=10)
+    assert left_by_reads == 2  # the record and the run: no read swept them
+    assert left_by_write == 0  # the write swept the lapsed run itself
+
+    async def idle(store: AsyncPostgresStore) -> int:
+        await _open(store, clock(), ttl_ms=100)
+        clock.advance(10**6)
+        store._last_sweep = 0.0
+        await store.open_run("run-2", deadline_ms=clock() + 10, ttl_ms=10, tool_call_budget=1, byte_budget=1)
+        return await store.sweep_lapsed()
+
+    assert _run(postgres_dsn, idle, clock=clock, sweep_interval_ms=0) == 1  # nothing swept it
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_database_down_at_first_use_is_unavailable_within_the_budget_then_served(flavour: str) -> None:
+    """CIS-DUR-4, CIS-STORE-9: a store whose database is down when it is first used answers
+    STORE_UNAVAILABLE within the retry budget (plus a connect attempt), naming only the failure's
+    type; once the database is up, the same store serves (its pool was not closed for good)."""
+    clock = FakeClock(1_000_000)
+    prefix = f"cis_down_{secrets.token_hex(4)}_"
+    with PostgresServer() as server:
+        server.stop()
+        if flavour == "sync":
+            store: Any = PostgresStore.from_dsn(
+                server.dsn, prefix=prefix, clock=clock, retry=RetryPolicy(budget_ms=300)
+            )
+        else:
+            store = AsyncPostgresStore.from_dsn(
+                server.dsn, prefix=prefix, clock=clock, retry=RetryPolicy(budget_ms=300)
+            )
+        driver = StoreDriver(store, flavour)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as caught:
+                driver.get_run(RUN)
+            assert time.monotonic() - started < 5.0  # not the pool's own 10 or 30 s
+            assert caught.value.cause in {"PoolTimeout", "OperationalError"}
+            assert str(server.port) not in str(caught.value)
+            server.start()
+            deadline = time.monotonic() + 20
+            while True:  # the pool reconnects in the background
+                try:
+                    opened = driver.open_run(
+                        RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=1, byte_budget=10
+                    )
+                    break
+                except StoreUnavailableError:
+                    assert time.monotonic() < deadline, "the store never recovered"
+                    time.sleep(0.2)
+            assert isinstance(opened, RunState)
+            assert driver.get_run(RUN) == opened
+        finally:
+            driver.close()
