@@ -45,6 +45,7 @@ from ._support import (
     LIMITS,
     RUN,
     TTL_MS,
+    StoreDriver,
     admitted,
     monitored,
     name_and_key,
@@ -906,3 +907,47 @@ def test_redis_py_retries_of_lost_replies_are_idempotent(private_redis_url: str,
     finally:
         store.close()
         proxy.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_staged_raw_response_on_a_client_that_pins_its_connection(
+    private_redis_url: str, clock: FakeClock, flavour: str
+) -> None:
+    """CIS-STORE-3, CIS-STORE-5, CIS-TTL-3: a client made with ``single_connection_client=True``
+    (the store then holds no connection of its own, and stages through a pipeline) completes a
+    large raw response whole, also after NOSCRIPT (the script reloaded, the completion sent
+    once more), and leaves no staging key behind; a resent completion gets the same answer."""
+    prefix = _prefix()
+    if flavour == "sync":
+        pinned: Any = redis.Redis.from_url(private_redis_url, single_connection_client=True)
+        store: Any = RedisStore(pinned, prefix=prefix, clock=clock)
+    else:
+        # An asyncio client pins its connection when initialised: the store is built after that,
+        # on the loop the driver then runs it on.
+        loop = asyncio.new_event_loop()
+        pinned = redis.asyncio.Redis.from_url(private_redis_url, single_connection_client=True)
+        loop.run_until_complete(pinned.initialize())
+        store = AsyncRedisStore(pinned, prefix=prefix, clock=clock, owns_client=True)
+    driver = StoreDriver(store, flavour)
+    if flavour == "async":
+        assert driver._loop is not None
+        driver._loop.close()
+        driver._loop = loop
+    big = "L" * (core.STAGE_ABOVE_BYTES * 2)
+    with redis.Redis.from_url(private_redis_url) as client:
+        try:
+            open_default_run(driver, clock(), byte_budget=10_000_000)
+            for name, flush in (("first", False), ("after-noscript", True)):
+                record = admitted(driver, request(name))
+                if flush:
+                    client.script_flush()
+                done = ready(record, clock(), raw=big + name)
+                assert driver.complete(record, done) == done
+                assert driver.get(RUN, name) == done
+                assert client.get(core.raw_key(prefix, RUN, name)) == (big + name).encode()
+                assert driver.complete(record, done) == done  # a resent completion: the same answer
+            assert list(client.scan_iter(match=f"{prefix}:*:stage:*")) == []
+        finally:
+            driver.close()
+            if flavour == "sync":
+                pinned.close()
