@@ -885,6 +885,35 @@ class StoreContract:
         assert sorted(winner.record.sequence for winner in winners) == [1, 2, 3]
         assert sorted(store.calls(RUN)) == sorted(winner.record.tool_call_id for winner in winners)
 
+    def test_concurrent_completions_charge_every_byte(
+        self, make_driver: MakeDriver, clock: FakeClock
+    ) -> None:
+        """CIS-RUN-5, CIS-STORE-4: 8 completions of different calls of one run at once (threads or
+        tasks) are all written and charge the run exactly what the same completions charge one
+        after another: no charge is lost to a concurrent one."""
+        store = make_driver(clock)
+        totals = []
+        for run_id, at_once in (("run-seq", False), ("run-par", True)):
+            open_default_run(store, clock(), run_id=run_id, byte_budget=10_000_000)
+            records = [admitted(store, request(f"call_{index}", run_id=run_id)) for index in range(8)]
+            done = [
+                ready(record, clock(), raw="r" * (100 * (index + 1))) for index, record in enumerate(records)
+            ]
+            pairs = list(zip(records, done, strict=True))
+            if at_once:
+                results: list[object] = store.concurrently(
+                    [lambda s, pair=pair: s.complete(*pair) for pair in pairs]  # type: ignore[misc]
+                )
+            else:
+                results = [store.complete(*pair) for pair in pairs]
+            assert results == done
+            run = store.get_run(run_id)
+            assert run is not None
+            totals.append(run.bytes_used)
+            assert sorted(store.completed(run_id)) == sorted(record.tool_call_id for record in records)
+        assert totals[0] == totals[1]
+        assert totals[0] > 0
+
     def test_large_raw_responses_are_kept_whole(self, make_driver: MakeDriver, clock: FakeClock) -> None:
         """CIS-REC-3, CIS-SIZE-1, CIS-RETRY-2: a 300 KiB raw response is kept whole, replayed, not
         overwritten.
