@@ -223,6 +223,59 @@ EQUIVALENT.update(
     }
 )
 
+#: Adapter mutants judged equivalent, with the reason (names of the whole adapter run at a1b5702).
+_ASYNC_REDIS = f"invocation_store.adapters._async.redis.x{_SEP}AsyncRedisStore{_SEP}"
+_SYNC_REDIS = f"invocation_store.adapters._sync.redis.x{_SEP}RedisStore{_SEP}"
+EQUIVALENT.update(
+    {
+        **{
+            f"{_ASYNC_REDIS}now_ms__mutmut_{n}": (
+                "unreachable in the asyncio flavour: AsyncRedisFlavour.time_reading answers None (a "
+                "synchronous now_ms cannot wait for the loop), so the wall clock is answered before "
+                "these lines (the generated sync store runs them)"
+            )
+            for n in (4, *range(11, 23))
+        },
+        **{
+            f"invocation_store.adapters._redis_decode.x_finish_ttl__mutmut_{n}": (
+                "a PTTL of 0 answers None either way: the remaining time min(0, ...) is not positive"
+            )
+            for n in (39, 40)
+        },
+        **{
+            f"invocation_store.adapters._redis_runs.x__refusal__mutmut_{n}": (
+                "a refusal of two items is refused a step later with the same cause: every caller "
+                "reads the decision time at index 2 next (UnexpectedReply)"
+            )
+            for n in (1, 2)
+        },
+        "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
+            "decode_record of no items is None, as the guarded branch answers"
+        ),
+        **dict.fromkeys(
+            (
+                f"{_SYNC_REDIS}raw_sizes__mutmut_12",
+                f"{_SYNC_REDIS}_hmget_progress__mutmut_2",
+                f"{_SYNC_REDIS}ttl_remaining_ms__mutmut_13",
+            ),
+            "pipeline(transaction=None) for False: redis-py reads only the flag's truth",
+        ),
+        **{
+            f"{prefix}{name}": (
+                "zip without strict=True over two sequences of one length by construction (the "
+                "decoder answers one view per id asked; one reply per node of the same list)"
+            )
+            for prefix in (_ASYNC_REDIS, _SYNC_REDIS)
+            for name in (
+                "get_progress__mutmut_55",
+                "get_progress__mutmut_56",
+                "_check_version__mutmut_14",
+                "_check_version__mutmut_15",
+            )
+        },
+    }
+)
+
 #: What each scratch-copy target mutates, the tests that check its mutants, and tests left out.
 TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     # Every module of the stores (memory, Redis, SQL) and their reply checks. The tests that
