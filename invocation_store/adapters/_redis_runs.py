@@ -43,6 +43,7 @@ __all__ = [
     "OpenPlan",
     "finish_end_run",
     "finish_open",
+    "opened_fresh",
     "plan_end_run",
     "plan_open",
     "plan_undo_open",
@@ -160,6 +161,17 @@ def finish_open(plan: OpenPlan, reply: object) -> tuple[RunState | ErrorCode, in
     if result != existing:
         raise CorruptReplyError("KernelDisagrees")
     return result, now
+
+
+def opened_fresh(reply: object) -> bool:
+    """Whether OPEN_RUN_SCRIPT's ``reply`` (checked by :func:`finish_open`) says this call stored
+    the run (FRESH), rather than finding one stored before (EXISTING) or refusing (CIS-DUR-14).
+
+    Only a run this call stored may be taken back when its durability wait fails: a run
+    found stored was another open's answer (acknowledged to its caller), even when both
+    were decided in the same millisecond (a given clock, or a fast retry).
+    """
+    return split_words(reply)[0] == "FRESH"
 
 
 def plan_undo_open(plan: OpenPlan, opened: RunState) -> tuple[tuple[str, str, str], tuple[str, str]]:

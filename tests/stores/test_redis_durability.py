@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -28,7 +29,7 @@ from invocation_store.kernel import (
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
-from ._support import LIMITS, RUN, open_default_run, request
+from ._support import LIMITS, RUN, StoreDriver, open_default_run, request
 
 pytestmark = pytest.mark.redis
 
@@ -294,3 +295,51 @@ def test_the_async_store_waits_too(
     assert _store_lines(caplog).count(NOT_DURABLE_LINE) == 1
     assert stored is not None
     assert getattr(stored, "error_code", None) is ErrorCode.DURABILITY_NOT_REACHED
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_open_that_is_not_durable_in_time_leaves_no_run(
+    primary_and_replica: tuple[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture, flavour: str
+) -> None:
+    """CIS-DUR-2, CIS-DUR-14: with the replica paused, open_run is DURABILITY_NOT_REACHED, logged once,
+    and the run it stored is taken back: nothing is left, so the same open once the replica is
+    back opens it afresh (and a run opened durably before is never taken back)."""
+    primary, replica = primary_and_replica
+    prefix = f"odur-{flavour}-{secrets.token_hex(3)}"
+    mode = Durability(replicas=1, timeout_ms=500)
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    else:
+        store = AsyncRedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    driver = StoreDriver(store, flavour)
+    caplog.set_level(logging.WARNING, logger="invocation_store.redis")
+    parameters = {
+        "deadline_ms": clock() + 60_000,
+        "ttl_ms": 60_000,
+        "tool_call_budget": 5,
+        "byte_budget": 10**6,
+    }
+    try:
+        kept = driver.open_run("run-kept", **parameters)
+        assert isinstance(kept, RunState)
+        with _paused(_pid(replica)):
+            refused = driver.open_run(RUN, **parameters)
+            again_kept = driver.open_run("run-kept", **parameters)  # already stored and durable
+        assert refused is ErrorCode.DURABILITY_NOT_REACHED
+        assert (
+            _store_lines(caplog).count("redis store: open_run not durable in time: DURABILITY_NOT_REACHED")
+            == 2
+        )
+        assert driver.get_run(RUN) is None  # taken back
+        assert driver.get_run("run-kept") == kept  # an earlier open is never taken back
+        assert again_kept in (kept, ErrorCode.DURABILITY_NOT_REACHED)
+        deadline = time.monotonic() + 15
+        while True:  # the replica catches up on its own once it runs again
+            opened = driver.open_run(RUN, **parameters)
+            if isinstance(opened, RunState) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert isinstance(opened, RunState)
+        assert driver.get_run(RUN) == opened
+    finally:
+        driver.close()

@@ -685,21 +685,23 @@ class RedisStore:
     def _durable_open(self, plan: core.OpenPlan) -> RunState | ErrorCode:
         """Open the run and wait for the durability mode in the same round trip (CIS-DUR-2).
 
-        A run this open stored whose wait was not reached is deleted again (UNDO_OPEN_SCRIPT,
-        unless a call was admitted into it meanwhile), so that a refused open leaves
-        nothing behind and opening the run again, with any parameters, works (CIS-DUR-14).
+        A run this open stored (the script answered FRESH) whose wait was not reached is
+        deleted again (UNDO_OPEN_SCRIPT, unless a call was admitted into it meanwhile), so
+        that a refused open leaves nothing behind and opening the run again, with any
+        parameters, works (CIS-DUR-14). A run found stored is never taken back.
         """
         command = (str(len(plan.keys)), *plan.keys, *plan.args)
         sent = self._server_clock.local_ms()
         reply, waited = self._io(lambda: self._send_waited(self._open, command))
-        opened, decided_at = core.finish_open(plan, core.refuse_corrupt(reply))
+        checked = core.refuse_corrupt(reply)
+        opened, decided_at = core.finish_open(plan, checked)
         self._observe(decided_at, sent)
         report_decided_at(decided_at)
         if isinstance(opened, RunState) and not self._durability.reached(waited):
             LOG.warning(
                 "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
             )
-            if opened.opened_at_ms == decided_at:  # this open stored it: take it back
+            if core.opened_fresh(checked):  # this open stored it: take it back
                 keys, args = core.plan_undo_open(plan, opened)
                 with contextlib.suppress(*FAILURES), cleanup_attempt():
                     self._io(lambda: self._undo_open(keys=keys, args=args, client=self._client))
