@@ -638,7 +638,8 @@ def _connections_named(dsn: str, name: str) -> int:
 def test_postgres_pools_name_their_connections_and_prepare_statements(
     postgres_dsn: str, clock: FakeClock, flavour: str
 ) -> None:
-    """CIS-STORE-9: from_dsn's pool connections are named ``invocation-store`` unless told
+    """CIS-STORE-9: from_dsn's pool opens on first use, not before; its connections are named
+    ``invocation-store`` unless told
     otherwise (what an operator sees in pg_stat_activity), and the store's statements are
     prepared on first use (one parse per connection, not five)."""
     prefix = f"cis_sql_{secrets.token_hex(4)}_"
@@ -647,6 +648,7 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
         store = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
         other = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock, application_name=named)
         try:
+            assert _connections_named(postgres_dsn, named) == 0  # the pool opens on first use
             open_default_run(store, clock())
             assert other.get_run(RUN) is not None
             with store._pool.connection() as conn:
@@ -663,6 +665,7 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
                 postgres_dsn, prefix=prefix, clock=clock, application_name=named
             )
             try:
+                assert _connections_named(postgres_dsn, named) == 0  # the pool opens on first use
                 await store.open_run(
                     RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1000
                 )
