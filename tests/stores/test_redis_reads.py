@@ -181,3 +181,34 @@ def test_a_moved_record_is_read_again_up_to_max_attempts(
                 assert len(rounds) == MAX_ATTEMPTS
     finally:
         driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_unsafe_id_is_never_read_even_where_a_key_would_be(
+    redis_url: str, clock: FakeClock, flavour: str
+) -> None:
+    """CIS-ID-3, CIS-STORE-6: a read with an unsafe tool_call_id (here 200 characters, each one
+    allowed) answers None without reading, even where a hash sits at the key that id would name;
+    a safe id beside it is read as usual."""
+    prefix = f"cis-test-{secrets.token_hex(6)}"
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(redis_url, prefix=prefix, clock=clock)
+    else:
+        store = AsyncRedisStore.from_url(redis_url, prefix=prefix, clock=clock)
+    driver = StoreDriver(store, flavour)
+    unsafe = "c" * 200
+    keys = run_keys(prefix, STORE_RUN)
+    assert keys is not None
+    try:
+        open_default_run(driver, clock())
+        record = admitted(driver, request("call_1"))
+        with redis.Redis.from_url(redis_url) as client:
+            client.hset(keys.record(unsafe), mapping={"run_id": STORE_RUN, "tool_call_id": unsafe})
+            client.pexpire(keys.record(unsafe), 60_000)
+            assert driver.get(STORE_RUN, unsafe) is None
+            assert driver.get_many(STORE_RUN, [unsafe, "call_1"]) == {unsafe: None, "call_1": record}
+            assert driver.get_progress(STORE_RUN, [unsafe]) == {unsafe: None}
+            assert driver.ttl_remaining_ms(STORE_RUN, unsafe) is None
+            client.delete(keys.record(unsafe))
+    finally:
+        driver.close()
