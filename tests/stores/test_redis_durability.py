@@ -17,7 +17,14 @@ import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
-from invocation_store.adapters import AsyncRedisStore, Durability, RedisStore, UnsafeServerError
+from invocation_store.adapters import (
+    AsyncRedisStore,
+    Durability,
+    RedisStore,
+    UnsafeServerError,
+    call_key,
+    run_key,
+)
 from invocation_store.kernel import (
     Admission,
     ErrorCode,
@@ -29,7 +36,7 @@ from invocation_store.kernel import (
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
-from ._support import LIMITS, RUN, StoreDriver, open_default_run, request
+from ._support import LIMITS, RUN, StoreDriver, open_default_run, ready, request
 
 pytestmark = pytest.mark.redis
 
@@ -341,5 +348,42 @@ def test_an_open_that_is_not_durable_in_time_leaves_no_run(
             time.sleep(0.2)
         assert isinstance(opened, RunState)
         assert driver.get_run(RUN) == opened
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_waiting_mode_reloads_its_scripts_after_noscript(
+    primary_and_replica: tuple[str, str], clock: FakeClock, flavour: str
+) -> None:
+    """CIS-STORE-5, CIS-DUR-2: the scripts sent with their WAIT (open, create, and a completion with a
+    large raw response) are reloaded after SCRIPT FLUSH and the pair resent once: each answers as
+    usual, and what the replica holds is what the primary holds."""
+    primary, replica = primary_and_replica
+    prefix = f"ndur-{flavour}-{secrets.token_hex(3)}"
+    mode = Durability(replicas=1, timeout_ms=3000)
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    else:
+        store = AsyncRedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    driver = StoreDriver(store, flavour)
+    try:
+        with redis.Redis.from_url(primary) as client:
+            client.script_flush()
+            opened = driver.open_run(
+                RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**7
+            )
+            assert isinstance(opened, RunState)
+            client.script_flush()
+            created = driver.create(request("call_1"), LIMITS)
+            assert isinstance(created, Admission)
+            client.script_flush()
+            done = ready(created.record, clock(), raw="w" * 200_000)
+            assert driver.complete(created.record, done) == done
+            client.execute_command("WAIT", 1, 1000)
+        with redis.Redis.from_url(replica) as follower:
+            assert follower.exists(run_key(prefix, RUN)) == 1
+            assert follower.exists(call_key(prefix, RUN, "call_1")) == 1
+        assert driver.get(RUN, "call_1") == done
     finally:
         driver.close()
