@@ -8,6 +8,7 @@ admits a call past its deadline, and each store's ``now_ms`` is a lower bound of
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import threading
@@ -19,7 +20,7 @@ import pytest
 import redis
 
 from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
-from invocation_store.adapters import AsyncRedisStore, RedisStore
+from invocation_store.adapters import AsyncRedisStore, RedisStore, RetryPolicy, StoreUnavailableError
 from invocation_store.adapters._redis_clock import DRIFT, ServerClock, monotonic_ms
 from invocation_store.kernel import (
     Admission,
@@ -352,3 +353,34 @@ def test_on_the_server_clock_a_lapsed_record_is_never_completed_and_its_id_is_ne
         assert not again.replayed
         assert again.record.sequence == 3
         store.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_unreadable_server_clock_is_unavailable_never_the_hosts(
+    flavour: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CIS-STORE-10, CIS-FAIL-5: synced_now_ms on a store that cannot reach its server raises
+    STORE_UNAVAILABLE naming the failure's type (logged once as the clock operation), never an
+    answer from the host's clock."""
+    url = "redis://127.0.0.1:1/0"  # nothing listens there
+    policy = RetryPolicy(budget_ms=200)
+    caplog.set_level(logging.WARNING, logger="invocation_store.redis")
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(url, retry_policy=policy, socket_connect_timeout=0.2)
+        with pytest.raises(StoreUnavailableError) as caught:
+            store.synced_now_ms()
+        store.close()
+    else:
+
+        async def scenario() -> None:
+            astore = AsyncRedisStore.from_url(url, retry_policy=policy, socket_connect_timeout=0.2)
+            try:
+                await astore.synced_now_ms()
+            finally:
+                await astore.close()
+
+        with pytest.raises(StoreUnavailableError) as caught:
+            asyncio.run(scenario())
+    assert caught.value.cause == "ConnectionError"
+    lines = [r.getMessage() for r in caplog.records if r.name == "invocation_store.redis"]
+    assert lines.count("redis store: clock failed (ConnectionError)") == 1
