@@ -249,6 +249,15 @@ EQUIVALENT.update(
             )
             for n in (1, 2)
         },
+        **dict.fromkeys(
+            (
+                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_sweep_if_due__mutmut_2",
+                f"invocation_store.adapters._sync.postgres.x{_SEP}PostgresStore{_SEP}_sweep_if_due__mutmut_2",
+                f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_do__mutmut_34",
+            ),
+            "a sweep due at exactly the interval's end: two time.monotonic() readings' difference "
+            "equals the interval (a float) with no observable frequency; the next write sweeps",
+        ),
         "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
             "decode_record of no items is None, as the guarded branch answers"
         ),
