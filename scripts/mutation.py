@@ -256,7 +256,7 @@ EQUIVALENT.update(
                 f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_do__mutmut_34",
             ),
             "a sweep due at exactly the interval's end: two time.monotonic() readings' difference "
-            "equals the interval (a float) with no observable frequency; the next write sweeps",
+            "never equals the interval in practice, and the next write sweeps anyway",
         ),
         "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
             "decode_record of no items is None, as the guarded branch answers"
