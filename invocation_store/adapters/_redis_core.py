@@ -55,6 +55,7 @@ from ._redis_runs import (
     plan_end_run,
     plan_open,
     plan_undo_open,
+    takes_back,
 )
 
 __all__ = [
@@ -92,5 +93,6 @@ __all__ = [
     "raw_key",
     "refuse_corrupt",
     "run_keys",
+    "takes_back",
     "undurable",
 ]

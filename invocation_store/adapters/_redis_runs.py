@@ -47,6 +47,7 @@ __all__ = [
     "plan_end_run",
     "plan_open",
     "plan_undo_open",
+    "takes_back",
 ]
 
 
@@ -164,14 +165,24 @@ def finish_open(plan: OpenPlan, reply: object) -> tuple[RunState | ErrorCode, in
 
 
 def opened_fresh(reply: object) -> bool:
-    """Whether OPEN_RUN_SCRIPT's ``reply`` (checked by :func:`finish_open`) says this call stored
-    the run (FRESH), rather than finding one stored before (EXISTING) or refusing (CIS-DUR-14).
-
-    Only a run this call stored may be taken back when its durability wait fails: a run
-    found stored was another open's answer (acknowledged to its caller), even when both
-    were decided in the same millisecond (a given clock, or a fast retry).
-    """
+    """Whether OPEN_RUN_SCRIPT's ``reply`` (checked by :func:`finish_open`) says this attempt
+    stored the run (FRESH), rather than finding one stored before (EXISTING) or refusing."""
     return split_words(reply)[0] == "FRESH"
+
+
+def takes_back(reply: object, opened: RunState, *, resent: bool, not_before_ms: int | None) -> bool:
+    """Whether a durable open whose wait failed takes back ``opened``: the run this call stored (CIS-DUR-14).
+
+    FRESH: this attempt stored it. EXISTING after a resend (an earlier attempt's reply
+    was lost): that attempt may have stored it, and did if the run was opened no earlier
+    than the first attempt was sent (``not_before_ms``: the given clock's reading the
+    scripts decide at, or a lower bound of the server's clock then; None: unknown). A
+    run found stored by a first attempt is another open's answer, acknowledged to its
+    caller, even one decided in the same millisecond: it is never taken back.
+    """
+    if opened_fresh(reply):
+        return True
+    return resent and not_before_ms is not None and opened.opened_at_ms >= not_before_ms
 
 
 def plan_undo_open(plan: OpenPlan, opened: RunState) -> tuple[tuple[str, str, str], tuple[str, str]]:

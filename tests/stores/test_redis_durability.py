@@ -304,6 +304,20 @@ def test_the_async_store_waits_too(
     assert getattr(stored, "error_code", None) is ErrorCode.DURABILITY_NOT_REACHED
 
 
+def _open_when_the_replica_answers(
+    driver: StoreDriver, run_id: str, parameters: Mapping[str, int]
+) -> RunState:
+    """Open ``run_id`` durably, again while the replica is not yet acknowledging (a fresh one, or
+    one just resumed, catches up on its own within seconds)."""
+    deadline = time.monotonic() + 15
+    while True:
+        opened = driver.open_run(run_id, **parameters)
+        if isinstance(opened, RunState):
+            return opened
+        assert time.monotonic() < deadline, opened
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_an_open_that_is_not_durable_in_time_leaves_no_run(
     primary_and_replica: tuple[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture, flavour: str
@@ -327,8 +341,7 @@ def test_an_open_that_is_not_durable_in_time_leaves_no_run(
         "byte_budget": 10**6,
     }
     try:
-        kept = driver.open_run("run-kept", **parameters)
-        assert isinstance(kept, RunState)
+        kept = _open_when_the_replica_answers(driver, "run-kept", parameters)
         with _paused(_pid(replica)):
             refused = driver.open_run(RUN, **parameters)
             again_kept = driver.open_run("run-kept", **parameters)  # already stored and durable
@@ -340,13 +353,7 @@ def test_an_open_that_is_not_durable_in_time_leaves_no_run(
         assert driver.get_run(RUN) is None  # taken back
         assert driver.get_run("run-kept") == kept  # an earlier open is never taken back
         assert again_kept in (kept, ErrorCode.DURABILITY_NOT_REACHED)
-        deadline = time.monotonic() + 15
-        while True:  # the replica catches up on its own once it runs again
-            opened = driver.open_run(RUN, **parameters)
-            if isinstance(opened, RunState) or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert isinstance(opened, RunState)
+        opened = _open_when_the_replica_answers(driver, RUN, parameters)
         assert driver.get_run(RUN) == opened
     finally:
         driver.close()
@@ -370,10 +377,16 @@ def test_a_waiting_mode_reloads_its_scripts_after_noscript(
     try:
         with redis.Redis.from_url(primary) as client:
             client.script_flush()
-            opened = driver.open_run(
-                RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=10**7
+            _open_when_the_replica_answers(
+                driver,
+                RUN,
+                {
+                    "deadline_ms": clock() + 60_000,
+                    "ttl_ms": 60_000,
+                    "tool_call_budget": 5,
+                    "byte_budget": 10**7,
+                },
             )
-            assert isinstance(opened, RunState)
             client.script_flush()
             created = driver.create(request("call_1"), LIMITS)
             assert isinstance(created, Admission)
@@ -385,5 +398,59 @@ def test_a_waiting_mode_reloads_its_scripts_after_noscript(
             assert follower.exists(run_key(prefix, RUN)) == 1
             assert follower.exists(call_key(prefix, RUN, "call_1")) == 1
         assert driver.get(RUN, "call_1") == done
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_open_resent_after_a_lost_reply_takes_back_the_run_it_stored(
+    primary_and_replica: tuple[str, str], clock: FakeClock, flavour: str
+) -> None:
+    """CIS-DUR-14, CIS-RETRY-3: the first attempt stores the run but its reply is lost; the resend
+    finds the run (EXISTING). With the replica paused the open is DURABILITY_NOT_REACHED, and the
+    run its first attempt stored is taken back all the same: nothing is left behind."""
+    primary, replica = primary_and_replica
+    prefix = f"ldur-{flavour}-{secrets.token_hex(3)}"
+    mode = Durability(replicas=1, timeout_ms=300)
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    else:
+        store = AsyncRedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    sends: list[None] = []
+    real = store._send_waited
+
+    if flavour == "sync":
+
+        def lossy(*args: Any) -> Any:
+            answer = real(*args)
+            sends.append(None)
+            if len(sends) == 1:
+                raise redis.exceptions.ConnectionError("the reply was lost")
+            return answer
+
+    else:
+
+        async def lossy(*args: Any) -> Any:  # type: ignore[misc]
+            answer = await real(*args)
+            sends.append(None)
+            if len(sends) == 1:
+                raise redis.exceptions.ConnectionError("the reply was lost")
+            return answer
+
+    store._send_waited = lossy
+    driver = StoreDriver(store, flavour)
+    parameters = {
+        "deadline_ms": clock() + 60_000,
+        "ttl_ms": 60_000,
+        "tool_call_budget": 5,
+        "byte_budget": 10**6,
+    }
+    try:
+        driver.get_run(RUN)  # the server checked before the pause
+        with _paused(_pid(replica)):
+            refused = driver.open_run(RUN, **parameters)
+        assert len(sends) == 2  # stored, reply lost; resent, found stored
+        assert refused is ErrorCode.DURABILITY_NOT_REACHED
+        assert driver.get_run(RUN) is None
     finally:
         driver.close()

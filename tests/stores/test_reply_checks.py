@@ -181,3 +181,22 @@ def test_an_embedded_record_of_two_items_is_absent_and_fewer_is_corrupt(flag: by
     for short in ([flag], []):
         with pytest.raises(CorruptReplyError, match="UnexpectedReply"):
             decode_embedded(short, "run_1", "call_1")
+
+
+def test_a_durable_open_takes_back_only_the_run_this_call_stored() -> None:
+    """CIS-DUR-14: FRESH was stored by this attempt; EXISTING after a resend was stored by the first
+    attempt when opened no earlier than it was sent; EXISTING on a first attempt, or opened before
+    this call, is another open's run and stays."""
+    plan = core.plan_open("cis", RUN, NOW, deadline_ms=NOW + 10, ttl_ms=5, tool_call_budget=1, byte_budget=1)
+    assert isinstance(plan, core.OpenPlan)
+    fresh, _ = core.finish_open(plan, f"FRESH {NOW}".encode())
+    assert isinstance(fresh, RunState)
+    existing = f"EXISTING {NOW} " + " ".join(plan.args[2:])
+    found, _ = core.finish_open(plan, existing.encode())
+    assert isinstance(found, RunState)
+    assert core.takes_back(f"FRESH {NOW}".encode(), fresh, resent=False, not_before_ms=NOW)
+    assert core.takes_back(f"FRESH {NOW}".encode(), fresh, resent=True, not_before_ms=None)
+    assert not core.takes_back(existing.encode(), found, resent=False, not_before_ms=NOW)
+    assert core.takes_back(existing.encode(), found, resent=True, not_before_ms=found.opened_at_ms)
+    assert not core.takes_back(existing.encode(), found, resent=True, not_before_ms=found.opened_at_ms + 1)
+    assert not core.takes_back(existing.encode(), found, resent=True, not_before_ms=None)

@@ -684,14 +684,24 @@ class AsyncRedisStore:
     async def _durable_open(self, plan: core.OpenPlan) -> RunState | ErrorCode:
         """Open the run and wait for the durability mode in the same round trip (CIS-DUR-2).
 
-        A run this open stored (the script answered FRESH) whose wait was not reached is
-        deleted again (UNDO_OPEN_SCRIPT, unless a call was admitted into it meanwhile), so
-        that a refused open leaves nothing behind and opening the run again, with any
-        parameters, works (CIS-DUR-14). A run found stored is never taken back.
+        A run this call stored (see ``core.takes_back``: the script answered FRESH, or an
+        attempt resent after a lost reply found the run its first attempt stored) whose
+        wait was not reached is deleted again (UNDO_OPEN_SCRIPT, unless a call was
+        admitted into it meanwhile), so that a refused open leaves nothing behind and
+        opening the run again, with any parameters, works (CIS-DUR-14). A run a first
+        attempt found stored is never taken back.
         """
         command = (str(len(plan.keys)), *plan.keys, *plan.args)
+        given = self._given_now()
+        not_before = given if given is not None else self._server_clock.now_ms()
+        attempts: list[None] = []
+
+        async def send() -> tuple[object, object]:
+            attempts.append(None)
+            return await self._send_waited(self._open, command)
+
         sent = self._server_clock.local_ms()
-        reply, waited = await self._io(lambda: self._send_waited(self._open, command))
+        reply, waited = await self._io(send)
         checked = core.refuse_corrupt(reply)
         opened, decided_at = core.finish_open(plan, checked)
         self._observe(decided_at, sent)
@@ -700,7 +710,10 @@ class AsyncRedisStore:
             LOG.warning(
                 "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
             )
-            if core.opened_fresh(checked):  # this open stored it: take it back
+            resent = len(attempts) > 1
+            if core.takes_back(
+                checked, opened, resent=resent, not_before_ms=not_before
+            ):  # this call stored it
                 keys, args = core.plan_undo_open(plan, opened)
                 with contextlib.suppress(*FAILURES), cleanup_attempt():
                     await self._io(lambda: self._undo_open(keys=keys, args=args, client=self._client))
