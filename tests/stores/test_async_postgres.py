@@ -157,3 +157,31 @@ def test_a_database_down_at_first_use_is_unavailable_within_the_budget_then_serv
             assert driver.get_run(RUN) == opened
         finally:
             driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_closed_store_is_unavailable_at_once(postgres_dsn: str, flavour: str) -> None:
+    """CIS-DUR-4: a closed pool never opens again, so an operation on a closed store answers
+    STORE_UNAVAILABLE (PoolClosed) at once instead of retrying for the whole budget (2 s here)."""
+    clock = FakeClock(1_000_000)
+    prefix = f"cis_closed_{secrets.token_hex(4)}_"
+    if flavour == "sync":
+        store: Any = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+    else:
+        store = AsyncPostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+    driver = StoreDriver(store, flavour)
+    try:
+        assert driver.get_run(RUN) is None  # opened, schema made
+        if flavour == "sync":
+            store.close()
+        else:
+            assert driver._loop is not None
+            driver._loop.run_until_complete(store.close())
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as caught:
+            driver.get_run(RUN)
+        assert caught.value.cause == "PoolClosed"
+        assert time.monotonic() - started < 0.5
+    finally:
+        driver.close()
+        drop_tables(postgres_dsn, prefix)

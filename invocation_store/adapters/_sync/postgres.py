@@ -52,7 +52,9 @@ _SCHEMA_LOCK: Final = "SELECT pg_advisory_xact_lock(7461001)"
 class PostgresStore:
     """The PostgreSQL :class:`~invocation_store.adapters.InvocationStore` (see ``adapters.postgres``).
 
-    - ``pool``: a ``psycopg_pool.ConnectionPool`` (opened on first use if it is not).
+    - ``pool``: a ``psycopg_pool.ConnectionPool``, open (a closed pool given here is
+      STORE_UNAVAILABLE, cause ``PoolClosed``, at once); :meth:`from_dsn` makes one the store
+      owns, opened on first use.
     - ``clock``: ``None`` (default) decides every time on the database's
       ``clock_timestamp()``, read inside each transaction after its row locks (one
       clock per deployment, CIS-STORE-10); a callable returning integer ms replaces it
@@ -120,7 +122,9 @@ class PostgresStore:
         ``options`` are the store's keyword arguments. The pool opens on first use (its
         connections are made in the background; an operation waits for one no longer
         than the retry budget, so a database down at first use is STORE_UNAVAILABLE in
-        that time, and served once it is up) and closes with the store.
+        that time, and served once the pool has reconnected: psycopg_pool retries with
+        a growing pause, so after a long outage that can take a minute or two) and closes
+        with the store.
         """
         pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             dsn,
@@ -234,12 +238,14 @@ class PostgresStore:
                     break
                 except Conflict:
                     continue  # a concurrent insert of the same run: decide again on what is there now
+                except psycopg_pool.PoolClosed:  # an OperationalError, but closed for good: not retried
+                    raise StoreUnavailableError("PoolClosed") from None
                 except TRANSIENT as exc:
                     wait = next(pauses) / 1000
                     if not retry_allowed(wait):
                         raise StoreUnavailableError(type(exc).__name__) from None
                     pause(wait)
-                except (psycopg.Error, psycopg_pool.PoolClosed) as exc:
+                except psycopg.Error as exc:
                     raise StoreUnavailableError(type(exc).__name__) from None
         if write and self._sweep_interval_s > 0:
             self._sweep_if_due()
