@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from invocation_store._deadline import operation_deadline
 from invocation_store.adapters import RetryPolicy, StoreUnavailableError
 from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore
 from invocation_store.kernel import Admission, RunState
@@ -182,6 +183,35 @@ def test_a_closed_store_is_unavailable_at_once(postgres_dsn: str, flavour: str) 
             driver.get_run(RUN)
         assert caught.value.cause == "PoolClosed"
         assert time.monotonic() - started < 0.5
+    finally:
+        driver.close()
+        drop_tables(postgres_dsn, prefix)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_later_step_after_the_deadline_is_unavailable_at_once(postgres_dsn: str, flavour: str) -> None:
+    """CIS-DUR-4, CIS-DUR-13: inside one enclosing deadline (the boundary's completion retry, a
+    caller's budget), a store operation started after it passed is STORE_UNAVAILABLE (TimeoutError)
+    before any statement: never a late write."""
+    clock = FakeClock(1_000_000)
+    prefix = f"cis_spent_{secrets.token_hex(4)}_"
+    if flavour == "sync":
+        store: Any = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+    else:
+        store = AsyncPostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+    driver = StoreDriver(store, flavour)
+    try:
+        opened = driver.open_run(
+            RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=99
+        )
+        assert isinstance(opened, RunState)
+        with operation_deadline(50):
+            assert driver.get_run(RUN) == opened  # the scope's first step always runs
+            time.sleep(0.1)
+            with pytest.raises(StoreUnavailableError) as caught:
+                driver.create(request("late"), LIMITS)
+        assert caught.value.cause == "TimeoutError"
+        assert driver.get(RUN, "late") is None
     finally:
         driver.close()
         drop_tables(postgres_dsn, prefix)

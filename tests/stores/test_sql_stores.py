@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from invocation_store.adapters import RetryPolicy, StoreUnavailableError, _sql
+from invocation_store.adapters import CorruptRecordError, RetryPolicy, StoreUnavailableError, _sql
 from invocation_store.adapters._sql import SCHEMA_VERSION, Execute
 from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore, SchemaError
 from invocation_store.adapters.sqlite import AsyncSqliteStore, SqliteStore
@@ -689,3 +689,38 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
     drop_tables(postgres_dsn, prefix)
     assert name == "invocation-store"
     assert prepared >= 1
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("status", "'DONE'"), ("sequence", "-3"), ("evidence_status", "'MAYBE'")]
+)
+def test_a_row_that_does_not_decode_is_a_corrupt_record_named_by_id(
+    make_sql_store: Callable[..., Any], clock: FakeClock, column: str, value: str
+) -> None:
+    """CIS-STORE-6, CIS-DUR-12: a record row an operator's hand (or a bad migration) left that no
+    transition makes is CorruptRecordError naming the call with the cause CorruptRecord, on every
+    read of it; the other records of the run still read."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    admitted(store, request("call_1"))
+    kept = admitted(store, request("call_2"))
+    _execute(store, f"UPDATE {store._sql.prefix}records SET {column} = {value} WHERE tool_call_id = 'call_1'")
+    for read in (lambda: store.get(RUN, "call_1"), lambda: store.get_many(RUN, ["call_1", "call_2"])):
+        with pytest.raises(CorruptRecordError) as caught:
+            read()
+        assert caught.value.corrupt == {"call_1": "CorruptRecord"}
+    assert store.get(RUN, "call_2") == kept
+
+
+def test_no_sweep_runs_by_itself_with_an_interval_of_zero(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-TTL-4: sweep_interval_ms=0 turns the store's own sweep off: writes after a record lapsed
+    leave it for sweep_lapsed()."""
+    store = make_sql_store(clock=clock, sweep_interval_ms=0)
+    open_default_run(store, clock(), ttl_ms=100)
+    admitted(store, request("call_1"))
+    clock.advance(100)
+    store._last_sweep = 0.0
+    open_default_run(store, clock(), run_id="run-2")  # a write
+    assert store.sweep_lapsed() == 1
