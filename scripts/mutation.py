@@ -258,6 +258,19 @@ EQUIVALENT.update(
             "a sweep due at exactly the interval's end: two time.monotonic() readings' difference "
             "never equals the interval in practice, and the next write sweeps anyway",
         ),
+        **{
+            f"invocation_store.adapters._sql.x__record_from__mutmut_{n}": (
+                "the text of an identity check no row can fail: the SELECT asks for the run_id and "
+                "tool_call_id by exact equality (binary comparison in SQLite and PostgreSQL)"
+            )
+            for n in (23, 24, 25)
+        },
+        **{
+            f"invocation_store.adapters._sql.x__record_from__mutmut_{n}": (
+                "zip without strict=True over a row of the SELECT's own column list: of one length"
+            )
+            for n in (9, 10)
+        },
         "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
             "decode_record of no items is None, as the guarded branch answers"
         ),

@@ -692,14 +692,16 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
 
 
 @pytest.mark.parametrize(
-    ("column", "value"), [("status", "'DONE'"), ("sequence", "-3"), ("evidence_status", "'MAYBE'")]
+    ("column", "value"),
+    [("status", "'DONE'"), ("sequence", "-3"), ("evidence_status", "'MAYBE'"), ("status", "'READY'")],
 )
 def test_a_row_that_does_not_decode_is_a_corrupt_record_named_by_id(
     make_sql_store: Callable[..., Any], clock: FakeClock, column: str, value: str
 ) -> None:
     """CIS-STORE-6, CIS-DUR-12: a record row an operator's hand (or a bad migration) left that no
-    transition makes is CorruptRecordError naming the call with the cause CorruptRecord, on every
-    read of it; the other records of the run still read."""
+    transition makes (a value that does not decode, or READY without evidence) is
+    CorruptRecordError naming the call with the cause CorruptRecord, on every read of it; the
+    other records of the run still read."""
     store = make_sql_store(clock=clock)
     open_default_run(store, clock())
     admitted(store, request("call_1"))
