@@ -271,6 +271,13 @@ EQUIVALENT.update(
             )
             for n in (9, 10)
         },
+        **{
+            f"invocation_store.adapters._redis_runs.x_plan_end_run__mutmut_{n}": (
+                "a time argument that is not a number (None, XXXX) where an empty one is sent: "
+                "END_RUN_SCRIPT reads both as 'decide on the server's clock' (tonumber(...) or TIME)"
+            )
+            for n in (14, 16)
+        },
         "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
             "decode_record of no items is None, as the guarded branch answers"
         ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import signal
 import threading
 import time
@@ -30,10 +31,11 @@ from invocation_store.kernel import (
     InvocationStatus,
     Projection,
     RunState,
+    RunStatus,
 )
 from invocation_store.testing.redis_server import redis_server
 
-from ._support import LIMITS, failed, request
+from ._support import LIMITS, StoreDriver, failed, request
 
 pytestmark = pytest.mark.redis
 
@@ -384,3 +386,30 @@ def test_an_unreadable_server_clock_is_unavailable_never_the_hosts(
     assert caught.value.cause == "ConnectionError"
     lines = [r.getMessage() for r in caplog.records if r.name == "invocation_store.redis"]
     assert lines.count("redis store: clock failed (ConnectionError)") == 1
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_runs_end_on_the_server_clock(redis_url: str, flavour: str) -> None:
+    """CIS-RUN-2, CIS-STORE-10: with no given clock, cancel and close decide on the server's clock
+    (the script reads TIME): the ended run is stamped no earlier than it was opened, and a second
+    end is refused as the kernel refuses it."""
+    prefix = f"cis-test-{secrets.token_hex(6)}"
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(redis_url, prefix=prefix)
+    else:
+        store = AsyncRedisStore.from_url(redis_url, prefix=prefix)
+    driver = StoreDriver(store, flavour)
+    try:
+        for run_id, end in (("run-cancel", driver.cancel_run), ("run-close", driver.close_run)):
+            now = _server_ms(redis_url)
+            opened = driver.open_run(
+                run_id, deadline_ms=now + 60_000, ttl_ms=60_000, tool_call_budget=1, byte_budget=9
+            )
+            assert isinstance(opened, RunState)
+            ended = end(run_id)
+            assert isinstance(ended, RunState)
+            assert ended.status is (RunStatus.CANCELLED if run_id == "run-cancel" else RunStatus.CLOSED)
+            assert driver.get_run(run_id) == ended
+            assert end(run_id) in (ended, ErrorCode.INVALID_TRANSITION)
+    finally:
+        driver.close()
