@@ -342,6 +342,7 @@ def test_an_open_that_is_not_durable_in_time_leaves_no_run(
     }
     try:
         kept = _open_when_the_replica_answers(driver, "run-kept", parameters)
+        caplog.clear()  # count the lines of the paused opens only
         with _paused(_pid(replica)):
             refused = driver.open_run(RUN, **parameters)
             again_kept = driver.open_run("run-kept", **parameters)  # already stored and durable
