@@ -25,6 +25,12 @@ from ._support import LIMITS, RUN, StoreDriver, request
 pytestmark = pytest.mark.postgres
 
 
+def _store(flavour: str, dsn: str, **options: Any) -> Any:
+    """A PostgresStore ("sync") or AsyncPostgresStore ("async") from ``dsn`` with the store ``options``."""
+    kind: Any = PostgresStore if flavour == "sync" else AsyncPostgresStore
+    return kind.from_dsn(dsn, **options)
+
+
 def _run(dsn: str, flow: Callable[[AsyncPostgresStore], Awaitable[Any]], **options: Any) -> Any:
     """``flow(store)`` on a fresh AsyncPostgresStore of ``dsn`` (own tables, closed and dropped after)."""
     prefix = f"cis_async_{secrets.token_hex(4)}_"
@@ -125,14 +131,7 @@ def test_a_database_down_at_first_use_is_unavailable_within_the_budget_then_serv
     prefix = f"cis_down_{secrets.token_hex(4)}_"
     with PostgresServer() as server:
         server.stop()
-        if flavour == "sync":
-            store: Any = PostgresStore.from_dsn(
-                server.dsn, prefix=prefix, clock=clock, retry=RetryPolicy(budget_ms=200)
-            )
-        else:
-            store = AsyncPostgresStore.from_dsn(
-                server.dsn, prefix=prefix, clock=clock, retry=RetryPolicy(budget_ms=200)
-            )
+        store = _store(flavour, server.dsn, prefix=prefix, clock=clock, retry=RetryPolicy(budget_ms=200))
         driver = StoreDriver(store, flavour)
         try:
             started = time.monotonic()
@@ -166,10 +165,7 @@ def test_a_closed_store_is_unavailable_at_once(postgres_dsn: str, flavour: str) 
     STORE_UNAVAILABLE (PoolClosed) at once instead of retrying for the whole budget (2 s here)."""
     clock = FakeClock(1_000_000)
     prefix = f"cis_closed_{secrets.token_hex(4)}_"
-    if flavour == "sync":
-        store: Any = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
-    else:
-        store = AsyncPostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+    store = _store(flavour, postgres_dsn, prefix=prefix, clock=clock)
     driver = StoreDriver(store, flavour)
     try:
         assert driver.get_run(RUN) is None  # opened, schema made
@@ -195,10 +191,7 @@ def test_a_later_step_after_the_deadline_is_unavailable_at_once(postgres_dsn: st
     before any statement: never a late write."""
     clock = FakeClock(1_000_000)
     prefix = f"cis_spent_{secrets.token_hex(4)}_"
-    if flavour == "sync":
-        store: Any = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
-    else:
-        store = AsyncPostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+    store = _store(flavour, postgres_dsn, prefix=prefix, clock=clock)
     driver = StoreDriver(store, flavour)
     try:
         opened = driver.open_run(

@@ -304,6 +304,12 @@ def test_the_async_store_waits_too(
     assert getattr(stored, "error_code", None) is ErrorCode.DURABILITY_NOT_REACHED
 
 
+def _durable_store(flavour: str, url: str, prefix: str, clock: FakeClock, mode: Durability) -> Any:
+    """A RedisStore ("sync") or AsyncRedisStore ("async") on ``url`` in the durability ``mode``."""
+    kind: Any = RedisStore if flavour == "sync" else AsyncRedisStore
+    return kind.from_url(url, prefix=prefix, clock=clock, durability=mode)
+
+
 def _open_when_the_replica_answers(
     driver: StoreDriver, run_id: str, parameters: Mapping[str, int]
 ) -> RunState:
@@ -328,10 +334,7 @@ def test_an_open_that_is_not_durable_in_time_leaves_no_run(
     primary, replica = primary_and_replica
     prefix = f"odur-{flavour}-{secrets.token_hex(3)}"
     mode = Durability(replicas=1, timeout_ms=500)
-    if flavour == "sync":
-        store: Any = RedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
-    else:
-        store = AsyncRedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    store = _durable_store(flavour, primary, prefix, clock, mode)
     driver = StoreDriver(store, flavour)
     caplog.set_level(logging.WARNING, logger="invocation_store.redis")
     parameters = {
@@ -370,10 +373,7 @@ def test_a_waiting_mode_reloads_its_scripts_after_noscript(
     primary, replica = primary_and_replica
     prefix = f"ndur-{flavour}-{secrets.token_hex(3)}"
     mode = Durability(replicas=1, timeout_ms=3000)
-    if flavour == "sync":
-        store: Any = RedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
-    else:
-        store = AsyncRedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    store = _durable_store(flavour, primary, prefix, clock, mode)
     driver = StoreDriver(store, flavour)
     try:
         with redis.Redis.from_url(primary) as client:
@@ -413,10 +413,7 @@ def test_an_open_resent_after_a_lost_reply_takes_back_the_run_it_stored(
     primary, replica = primary_and_replica
     prefix = f"ldur-{flavour}-{secrets.token_hex(3)}"
     mode = Durability(replicas=1, timeout_ms=300)
-    if flavour == "sync":
-        store: Any = RedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
-    else:
-        store = AsyncRedisStore.from_url(primary, prefix=prefix, clock=clock, durability=mode)
+    store = _durable_store(flavour, primary, prefix, clock, mode)
     sends: list[None] = []
     real = store._send_waited
 
