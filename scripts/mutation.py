@@ -226,6 +226,7 @@ EQUIVALENT.update(
 #: Adapter mutants judged equivalent, with the reason (names of the whole adapter run at a1b5702).
 _ASYNC_REDIS = f"invocation_store.adapters._async.redis.x{_SEP}AsyncRedisStore{_SEP}"
 _SYNC_REDIS = f"invocation_store.adapters._sync.redis.x{_SEP}RedisStore{_SEP}"
+_FLAVOUR = f"invocation_store.adapters._redis_flavour.x{_SEP}AsyncRedisFlavour{_SEP}"
 EQUIVALENT.update(
     {
         **{
@@ -278,6 +279,36 @@ EQUIVALENT.update(
             )
             for n in (14, 16)
         },
+        **{
+            f"{_FLAVOUR}node_client__mutmut_{n}": (
+                "the text of a refusal never reached: AsyncRedisStore refuses a waiting mode on an "
+                "asyncio cluster client when it is built, with its own text"
+            )
+            for n in (1, 2, 3)
+        },
+        **{
+            f"invocation_store.adapters._redis_send.x__hiredis_packer__mutmut_{n}": (
+                "without hiredis the store lets redis-py pack its commands, the bytes hiredis' "
+                "packer writes under the UTF-8 encoder it is used with: only slower"
+            )
+            for n in (3, 4)
+        },
+        **{
+            f"invocation_store.adapters._redis_common.x_nonce__mutmut_{n}": (
+                "a staging key's random part of another length (9 or 32 bytes): only its "
+                "uniqueness is relied on"
+            )
+            for n in (1, 2)
+        },
+        **dict.fromkeys(
+            (
+                f"invocation_store.adapters._async.protocol.x{_SEP}AsyncInvocationStore{_SEP}get_many__mutmut_1",
+                f"invocation_store.adapters._sync.protocol.x{_SEP}InvocationStore{_SEP}get_many__mutmut_1",
+            ),
+            "the default of a Protocol method, which is never called: it documents the "
+            "interface (the stores' own defaults are tested; mutmut's trampoline hides it "
+            "from the signature test)",
+        ),
         "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
             "decode_record of no items is None, as the guarded branch answers"
         ),

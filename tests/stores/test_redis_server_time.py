@@ -327,6 +327,10 @@ def test_a_given_clock_replaces_the_server_clock_everywhere() -> None:
         fixed[0] = opened.deadline_ms
         assert store.create(_request("run-given", "call_2"), LIMITS) is ErrorCode.RUN_DEADLINE_EXCEEDED
         store.close()
+        astore = AsyncRedisStore.from_url(url, clock=lambda: fixed[0])
+        assert (astore.now_ms(), astore.clock_error_ms()) == (fixed[0], 0.0)  # the given clock: exact
+        unread = AsyncRedisStore.from_url(url)
+        assert unread.clock_error_ms() is None  # no reading of the server's clock yet
 
 
 def test_on_the_server_clock_a_lapsed_record_is_never_completed_and_its_id_is_new() -> None:

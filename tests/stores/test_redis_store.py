@@ -724,8 +724,10 @@ def test_bad_urls_are_refused_without_echoing_them() -> None:
             RedisStore.from_url(url)
         assert "pw-SECRET" not in str(caught.value)
         assert caught.value.__context__ is None
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError) as async_caught:
             AsyncRedisStore.from_url(url)
+        for error in (caught.value, async_caught.value):  # what to do, without the URL
+            assert str(error) == "not a usable Redis URL (expected redis://, rediss:// or unix://)"
 
 
 class _OldRedis(redis.Redis):

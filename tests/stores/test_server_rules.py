@@ -350,3 +350,29 @@ def test_the_version_probe_connection_speaks_resp2_only_when_needed(client: Any,
         pool.connection_kwargs.get("port", 6379),
     )
     assert connection._sock is None  # not connected
+
+
+def test_info_text_keeps_values_with_colons_and_skips_headers_and_blank_lines() -> None:
+    """CIS-DUR-3: INFO text is split at the first colon only (an IPv6 replica address, a path), and
+    section headers and blank lines are not fields."""
+    text = (
+        b"# Replication\r\nrole:master\r\n\r\nslave0:ip=::1,port=7000,state=online\r\n"
+        b"# Server\r\nexecutable:/usr/bin/redis-server\r\n"
+    )
+    assert parse_info_text(text) == {
+        "role": "master",
+        "slave0": "ip=::1,port=7000,state=online",
+        "executable": "/usr/bin/redis-server",
+    }
+
+
+def test_version_6_2_0_exactly_is_accepted_on_every_path() -> None:
+    """CIS-STORE-7, CIS-DUR-8: the oldest supported version itself is accepted by the HELLO-refused
+    path and the RESP2 probe's reading; 6.1.9 is refused by both."""
+    refusal = redis.exceptions.ResponseError("unknown command 'HELLO'")
+    for oldest in ("6.2.0", "6.2"):  # with or without its patch number
+        judge_hello_refused(refusal, {"redis_version": oldest})
+        assert old_version_error(f"# Server\r\nredis_version:{oldest}\r\n".encode()) is None
+    with pytest.raises(UnsupportedRedisError, match=r"6\.1\.9"):
+        judge_hello_refused(refusal, {"redis_version": "6.1.9"})
+    assert isinstance(old_version_error(b"# Server\r\nredis_version:6.1.9\r\n"), UnsupportedRedisError)

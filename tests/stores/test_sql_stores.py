@@ -179,6 +179,7 @@ def test_the_schema_is_created_once_and_a_newer_one_refused(
     with pytest.raises(SchemaError) as caught:
         bumped.get_run(RUN)
     assert caught.value.permanent is True
+    assert caught.value.cause == "SchemaVersion"
     assert caught.value.operator_text() == "schema version 2 in the database; this library reads version 1"
 
 
@@ -726,3 +727,8 @@ def test_no_sweep_runs_by_itself_with_an_interval_of_zero(
     store._last_sweep = 0.0
     open_default_run(store, clock(), run_id="run-2")  # a write
     assert store.sweep_lapsed() == 1
+
+
+def test_the_clock_step_names_itself() -> None:
+    """The step that asks for the clock reads as NOW in a step trace or a failing test's message."""
+    assert repr(_sql.NOW) == "NOW"
