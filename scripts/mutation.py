@@ -309,6 +309,15 @@ EQUIVALENT.update(
             "interface (the stores' own defaults are tested; mutmut's trampoline hides it "
             "from the signature test)",
         ),
+        **dict.fromkeys(
+            (
+                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}sweep_lapsed__mutmut_5",
+                f"invocation_store.adapters._sync.postgres.x{_SEP}PostgresStore{_SEP}sweep_lapsed__mutmut_5",
+                f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}sweep_lapsed__mutmut_11",
+            ),
+            "a sweep with a limit of 0 sent to the database instead of answered 0 at once: LIMIT 0 "
+            "deletes nothing either",
+        ),
         "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
             "decode_record of no items is None, as the guarded branch answers"
         ),

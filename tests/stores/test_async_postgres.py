@@ -208,3 +208,55 @@ def test_a_later_step_after_the_deadline_is_unavailable_at_once(postgres_dsn: st
     finally:
         driver.close()
         drop_tables(postgres_dsn, prefix)
+
+
+def test_the_async_sweep_is_bounded_by_its_limit(postgres_dsn: str) -> None:
+    """CIS-TTL-4: sweep_lapsed(limit) deletes at most ``limit`` lapsed records; 0 or below deletes
+    nothing; no limit takes the store's sweep_limit."""
+    clock = FakeClock(1_000_000)
+
+    async def flow(store: AsyncPostgresStore) -> list[int]:
+        await _open(store, clock(), ttl_ms=100)
+        for index in range(4):
+            assert isinstance(await store.create(request(f"call_{index}"), LIMITS), Admission)
+        clock.advance(100)  # the four records lapse; the run lives until deadline + ttl
+        return [
+            await store.sweep_lapsed(limit=0),
+            await store.sweep_lapsed(limit=-1),
+            await store.sweep_lapsed(limit=1),
+            await store.sweep_lapsed(),  # sweep_limit=2
+            await store.sweep_lapsed(limit=5),
+        ]
+
+    assert _run(postgres_dsn, flow, clock=clock, sweep_limit=2, sweep_interval_ms=0) == [0, 0, 1, 2, 1]
+
+
+def test_the_async_first_clock_reading_uses_the_pools_connection_settings(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-STORE-10: the async store's now_ms() before any operation reads the database its pool
+    reaches, with the pool's kwargs (here the port; libpq's default port is made useless)."""
+    from psycopg_pool import AsyncConnectionPool  # noqa: PLC0415 - the postgres extra
+
+    params = psycopg.conninfo.conninfo_to_dict(postgres_dsn)
+    port = params.pop("port")
+    monkeypatch.setenv("PGPORT", "1")  # nothing listens there
+    prefix = f"cis_aclock_{secrets.token_hex(4)}_"
+
+    async def flow() -> int:
+        pool = AsyncConnectionPool(
+            psycopg.conninfo.make_conninfo(**params), kwargs={"port": port}, open=False
+        )
+        store = AsyncPostgresStore(pool, prefix=prefix)
+        try:
+            return store.now_ms()
+        finally:
+            await store.close()
+            await pool.close()
+
+    first = asyncio.run(flow())
+    with psycopg.connect(postgres_dsn) as conn:
+        row = conn.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint").fetchone()
+    assert row is not None
+    assert abs(int(row[0]) - first) < 5_000
+    drop_tables(postgres_dsn, prefix)
