@@ -318,6 +318,29 @@ EQUIVALENT.update(
             "a sweep with a limit of 0 sent to the database instead of answered 0 at once: LIMIT 0 "
             "deletes nothing either",
         ),
+        **dict.fromkeys(
+            (
+                f"{_ASYNC_REDIS}_durable_open__mutmut_57",
+                f"{_ASYNC_REDIS}_durable_open__mutmut_60",
+                f"{_ASYNC_REDIS}_end_run__mutmut_22",
+                f"{_ASYNC_REDIS}_end_run__mutmut_25",
+                f"{_SYNC_REDIS}_end_run__mutmut_22",
+                f"{_SYNC_REDIS}_end_run__mutmut_25",
+            ),
+            "a registered script called with client=None (or none): redis-py's Script then runs "
+            "on the client it was registered on, which is the store's own client",
+        ),
+        f"{_ASYNC_REDIS}_send_waited__mutmut_7": (
+            "the cluster branch of the asyncio store's waited send never runs: the store refuses a "
+            "waiting mode on an asyncio cluster client when it is built"
+        ),
+        **dict.fromkeys(
+            (f"{_ASYNC_REDIS}get_progress__mutmut_12", f"{_SYNC_REDIS}get_progress__mutmut_12"),
+            "ids listed for an unsafe run id are never read: the next line returns when the run has no keys",
+        ),
+        f"invocation_store.adapters._redis_server.x{_SEP}UnsafeServerError{_SEP}__init____mutmut_4": (
+            "StoreUnavailableError's code defaults to STORE_UNAVAILABLE, the code passed"
+        ),
         "invocation_store.adapters._redis_complete.x__refused_complete__mutmut_9": (
             "decode_record of no items is None, as the guarded branch answers"
         ),

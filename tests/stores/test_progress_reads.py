@@ -190,6 +190,8 @@ def test_async_stores_answer_the_same_views(make_async_store: Any, make_store: A
             records = await store.get_many(RUN, ["ok_1"], include_raw=False)
             assert views["ok_1"] == ProgressView.of(records["ok_1"])
             assert views["ghost"] is None
+            clock.advance(TTL_MS)  # lapsed by the store's clock, whatever the server still keeps
+            assert await store.get_progress(RUN, ["ok_1"]) == {"ok_1": None}
         finally:
             await store.close()
 

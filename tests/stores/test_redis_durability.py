@@ -403,17 +403,24 @@ def test_a_waiting_mode_reloads_its_scripts_after_noscript(
         driver.close()
 
 
+@pytest.mark.parametrize("decided_on", ["given-clock", "server-clock"])
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_an_open_resent_after_a_lost_reply_takes_back_the_run_it_stored(
-    primary_and_replica: tuple[str, str], clock: FakeClock, flavour: str
+    primary_and_replica: tuple[str, str], clock: FakeClock, flavour: str, decided_on: str
 ) -> None:
     """CIS-DUR-14, CIS-RETRY-3: the first attempt stores the run but its reply is lost; the resend
     finds the run (EXISTING). With the replica paused the open is DURABILITY_NOT_REACHED, and the
-    run its first attempt stored is taken back all the same: nothing is left behind."""
+    run its first attempt stored is taken back all the same, on a given clock and on the server's:
+    nothing is left behind."""
     primary, replica = primary_and_replica
     prefix = f"ldur-{flavour}-{secrets.token_hex(3)}"
     mode = Durability(replicas=1, timeout_ms=300)
-    store = _durable_store(flavour, primary, prefix, clock, mode)
+    if decided_on == "given-clock":
+        store = _durable_store(flavour, primary, prefix, clock, mode)
+    else:
+        kind: Any = RedisStore if flavour == "sync" else AsyncRedisStore
+        store = kind.from_url(primary, prefix=prefix, durability=mode)
+        clock.now = int(time.time() * 1000)  # the deadline below is a server time then
     sends: list[None] = []
     real = store._send_waited
 

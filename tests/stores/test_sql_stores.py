@@ -732,3 +732,19 @@ def test_no_sweep_runs_by_itself_with_an_interval_of_zero(
 def test_the_clock_step_names_itself() -> None:
     """The step that asks for the clock reads as NOW in a step trace or a failing test's message."""
     assert repr(_sql.NOW) == "NOW"
+
+
+def test_a_sqlite_store_keeps_one_connection_per_thread(tmp_path: Path, clock: FakeClock) -> None:
+    """CIS-STORE-4: each thread's operations share that thread's one connection (opened with the
+    store's busy timeout, autocommit so the store's own BEGIN IMMEDIATE rules), and close() closes
+    every one of them."""
+    store = SqliteStore(tmp_path / "one.db", clock=clock, timeout_s=1.234)
+    open_default_run(store, clock())
+    for index in range(5):
+        admitted(store, request(f"call_{index}"))
+        store.get(RUN, f"call_{index}")
+    (conn,) = store.connections()
+    assert conn.isolation_level is None
+    assert conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
+    store.close()
+    assert list(store.connections()) == []
