@@ -616,13 +616,17 @@ def test_postgres_with_a_budget_of_zero_runs_every_operation(postgres_dsn: str) 
         drop_tables(postgres_dsn, prefix)
 
 
-def _own_connection_facts(conn: Any, prefix: str) -> tuple[str, int]:
-    """(the session's application_name, how many of its prepared statements name ``prefix``)."""
-    name = conn.execute("SELECT current_setting('application_name')").fetchone()[0]
-    prepared = conn.execute(
-        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", (f"%{prefix}%",)
-    ).fetchone()[0]
-    return name, prepared
+#: The session's application_name, then how many of its prepared statements are the store's
+#: INSERT of a run (an Execute step) and a SELECT from the runs table (a Fetch step).
+_FACTS = (
+    "SELECT current_setting('application_name'), "
+    "(SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s), "
+    "(SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s)"
+)
+
+
+def _facts_args(prefix: str) -> tuple[str, str]:
+    return (f"INSERT INTO {prefix}runs%", f"SELECT % FROM {prefix}runs%")
 
 
 def _connections_named(dsn: str, name: str) -> int:
@@ -641,27 +645,27 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
 ) -> None:
     """CIS-STORE-9: from_dsn's pool opens on first use, not before; its connections are named
     ``invocation-store`` unless told
-    otherwise (what an operator sees in pg_stat_activity), and the store's statements are
-    prepared on first use (one parse per connection, not five)."""
+    otherwise (what an operator sees in pg_stat_activity), and the store's statements, of
+    both kinds of step, are prepared on first use (one parse per connection, not five)."""
     prefix = f"cis_sql_{secrets.token_hex(4)}_"
     named = f"cis-test-{secrets.token_hex(3)}"
     if flavour == "sync":
-        store = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+        store = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock, max_size=1)
         other = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock, application_name=named)
         try:
             assert _connections_named(postgres_dsn, named) == 0  # the pool opens on first use
             open_default_run(store, clock())
             assert other.get_run(RUN) is not None
-            with store._pool.connection() as conn:
-                name, prepared = _own_connection_facts(conn, prefix)
+            with store._pool.connection() as conn:  # the pool's one connection (max_size=1)
+                name, inserts, selects = conn.execute(_FACTS, _facts_args(prefix)).fetchone()
             assert _connections_named(postgres_dsn, named) >= 1  # its pool's, by the name given
         finally:
             store.close()
             other.close()
     else:
 
-        async def flow() -> tuple[str, int]:
-            store = AsyncPostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+        async def flow() -> tuple[str, int, int]:
+            store = AsyncPostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock, max_size=1)
             other = AsyncPostgresStore.from_dsn(
                 postgres_dsn, prefix=prefix, clock=clock, application_name=named
             )
@@ -671,25 +675,19 @@ def test_postgres_pools_name_their_connections_and_prepare_statements(
                     RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=5, byte_budget=1000
                 )
                 assert await other.get_run(RUN) is not None
-                async with store._pool.connection() as conn:
-                    name = (
-                        await (await conn.execute("SELECT current_setting('application_name')")).fetchone()
-                    )[0]
-                    cursor = await conn.execute(
-                        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-                        (f"%{prefix}%",),
-                    )
-                    prepared = (await cursor.fetchone())[0]
+                async with store._pool.connection() as conn:  # the pool's one connection (max_size=1)
+                    row = await (await conn.execute(_FACTS, _facts_args(prefix))).fetchone()
                 assert _connections_named(postgres_dsn, named) >= 1  # its pool's, by the name given
-                return name, prepared
+                return row[0], row[1], row[2]
             finally:
                 await store.close()
                 await other.close()
 
-        name, prepared = asyncio.run(flow())
+        name, inserts, selects = asyncio.run(flow())
     drop_tables(postgres_dsn, prefix)
     assert name == "invocation-store"
-    assert prepared >= 1
+    assert inserts >= 1  # run once (the open), prepared at once
+    assert selects >= 1
 
 
 @pytest.mark.parametrize(
