@@ -43,7 +43,6 @@ __all__ = [
     "OpenPlan",
     "finish_end_run",
     "finish_open",
-    "opened_fresh",
     "plan_end_run",
     "plan_open",
     "plan_undo_open",
@@ -164,12 +163,6 @@ def finish_open(plan: OpenPlan, reply: object) -> tuple[RunState | ErrorCode, in
     return result, now
 
 
-def opened_fresh(reply: object) -> bool:
-    """Whether OPEN_RUN_SCRIPT's ``reply`` (checked by :func:`finish_open`) says this attempt
-    stored the run (FRESH), rather than finding one stored before (EXISTING) or refusing."""
-    return split_words(reply)[0] == "FRESH"
-
-
 def takes_back(reply: object, opened: RunState, *, resent: bool, not_before_ms: int | None) -> bool:
     """Whether a durable open whose wait failed takes back ``opened``: the run this call stored (CIS-DUR-14).
 
@@ -180,7 +173,7 @@ def takes_back(reply: object, opened: RunState, *, resent: bool, not_before_ms: 
     run found stored by a first attempt is another open's answer, acknowledged to its
     caller, even one decided in the same millisecond: it is never taken back.
     """
-    if opened_fresh(reply):
+    if split_words(reply)[0] == "FRESH":
         return True
     return resent and not_before_ms is not None and opened.opened_at_ms >= not_before_ms
 

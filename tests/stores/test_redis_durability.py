@@ -310,6 +310,11 @@ def _durable_store(flavour: str, url: str, prefix: str, clock: FakeClock, mode: 
     return kind.from_url(url, prefix=prefix, clock=clock, durability=mode)
 
 
+def _run_parameters(now_ms: int) -> dict[str, int]:
+    """open_run's keyword arguments for a run of a minute from ``now_ms``."""
+    return {"deadline_ms": now_ms + 60_000, "ttl_ms": 60_000, "tool_call_budget": 5, "byte_budget": 10**6}
+
+
 def _open_when_the_replica_answers(
     driver: StoreDriver, run_id: str, parameters: Mapping[str, int]
 ) -> RunState:
@@ -337,12 +342,7 @@ def test_an_open_that_is_not_durable_in_time_leaves_no_run(
     store = _durable_store(flavour, primary, prefix, clock, mode)
     driver = StoreDriver(store, flavour)
     caplog.set_level(logging.WARNING, logger="invocation_store.redis")
-    parameters = {
-        "deadline_ms": clock() + 60_000,
-        "ttl_ms": 60_000,
-        "tool_call_budget": 5,
-        "byte_budget": 10**6,
-    }
+    parameters = _run_parameters(clock())
     try:
         kept = _open_when_the_replica_answers(driver, "run-kept", parameters)
         caplog.clear()  # count the lines of the paused opens only
@@ -444,12 +444,7 @@ def test_an_open_resent_after_a_lost_reply_takes_back_the_run_it_stored(
 
     store._send_waited = lossy
     driver = StoreDriver(store, flavour)
-    parameters = {
-        "deadline_ms": clock() + 60_000,
-        "ttl_ms": 60_000,
-        "tool_call_budget": 5,
-        "byte_budget": 10**6,
-    }
+    parameters = _run_parameters(clock())
     try:
         driver.get_run(RUN)  # the server checked before the pause
         with _paused(_pid(replica)):

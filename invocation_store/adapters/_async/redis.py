@@ -710,10 +710,7 @@ class AsyncRedisStore:
             LOG.warning(
                 "redis store: open_run not durable in time: %s", ErrorCode.DURABILITY_NOT_REACHED.value
             )
-            resent = len(attempts) > 1
-            if core.takes_back(
-                checked, opened, resent=resent, not_before_ms=not_before
-            ):  # this call stored it
+            if core.takes_back(checked, opened, resent=len(attempts) > 1, not_before_ms=not_before):
                 keys, args = core.plan_undo_open(plan, opened)
                 with contextlib.suppress(*FAILURES), cleanup_attempt():
                     await self._io(lambda: self._undo_open(keys=keys, args=args, client=self._client))
