@@ -78,3 +78,43 @@ def test_case_changes_of_case_blind_literals_are_equivalent(before: str, after: 
 def test_other_changes_are_not_judged(before: str, after: str) -> None:
     """Anything else stays a survivor to kill or judge by hand."""
     assert MUTATION._case_blind(before, after) is None
+
+
+def test_the_generator_check_claims_exactly_the_generated_modules() -> None:
+    """A mutant counts as caught by the generator check only in a file scripts/unasync.py writes."""
+    generated = MUTATION._generated_modules()
+    assert "invocation_store.adapters._sync.redis" in generated
+    assert "invocation_store.boundary._sync.pipeline" in generated
+    assert not any("._async." in module for module in generated)
+    sep = "\u01c1"
+    assert MUTATION._in_generated(
+        f"invocation_store.adapters._sync.redis.x{sep}RedisStore{sep}get_progress__mutmut_3", generated
+    )
+    assert MUTATION._in_generated("invocation_store.adapters._sync.progress.x_read__mutmut_1", generated)
+    for source in (
+        f"invocation_store.adapters._async.redis.x{sep}AsyncRedisStore{sep}get_progress__mutmut_3",
+        "invocation_store.adapters._redis_decode.x_decode_run__mutmut_1",
+        "invocation_store.adapters.redis.x_from_url__mutmut_1",
+    ):
+        assert not MUTATION._in_generated(source, generated)
+
+
+def test_a_generated_file_changed_by_hand_fails_the_generator_check(tmp_path: Path) -> None:
+    """The ground for the filter: any edit of a ``_sync`` file, as a mutant makes, fails
+    tests/test_unasync.py's comparison with what the generator makes of the ``_async`` source."""
+    path = MUTATION.ROOT / "scripts" / "unasync.py"
+    spec = importlib.util.spec_from_file_location("cis_unasync_for_rules", path)
+    assert spec is not None
+    assert spec.loader is not None
+    unasync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(unasync)
+    for source, target in unasync.PAIRS:
+        for name in (source, target):
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text((MUTATION.ROOT / name).read_text(encoding="utf-8"), encoding="utf-8")
+    assert unasync.main(["--check"], root=tmp_path) == 0
+    target = tmp_path / "invocation_store/adapters/_sync/redis.py"
+    text = target.read_text(encoding="utf-8")
+    assert "range(MAX_ATTEMPTS)" in text
+    target.write_text(text.replace("range(MAX_ATTEMPTS)", "range(MAX_ATTEMPTS + 1)", 1), encoding="utf-8")
+    assert unasync.main(["--check"], root=tmp_path) != 0
