@@ -260,3 +260,27 @@ def test_the_async_first_clock_reading_uses_the_pools_connection_settings(
     assert row is not None
     assert abs(int(row[0]) - first) < 5_000
     drop_tables(postgres_dsn, prefix)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_the_wait_for_a_connection_ends_at_the_enclosing_deadline(flavour: str) -> None:
+    """CIS-DUR-4, CIS-DUR-13: with the database down, an operation inside an enclosing deadline
+    (the boundary's completion retry, a caller's budget) shorter than the store's retry budget
+    answers STORE_UNAVAILABLE by that deadline: the wait for a pooled connection is bounded by the
+    time the deadline leaves, not by the whole retry budget (5 s here)."""
+    clock = FakeClock(1_000_000)
+    prefix = f"cis_wait_{secrets.token_hex(4)}_"
+    with PostgresServer() as server:
+        server.stop()
+        store = _store(flavour, server.dsn, prefix=prefix, clock=clock, retry=RetryPolicy(budget_ms=5_000))
+        driver = StoreDriver(store, flavour)
+        try:
+            for budget_ms in (300, 600):
+                started = time.monotonic()
+                with operation_deadline(budget_ms), pytest.raises(StoreUnavailableError) as caught:
+                    driver.get_run(RUN)
+                took = time.monotonic() - started
+                assert budget_ms / 1000 - 0.05 <= took < budget_ms / 1000 + 0.7, took
+                assert caught.value.cause in {"PoolTimeout", "OperationalError"}
+        finally:
+            driver.close()

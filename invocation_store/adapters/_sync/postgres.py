@@ -20,7 +20,7 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 
-from ..._deadline import attempt_allowed, operation_deadline, retry_allowed
+from ..._deadline import attempt_allowed, current_deadline, monotonic, operation_deadline, retry_allowed
 from ..._decided import report_decided_at
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .._postgres_common import CLOCK_SQL, TRANSIENT, DatabaseClock, pause
@@ -121,10 +121,10 @@ class PostgresStore:
 
         ``options`` are the store's keyword arguments. The pool opens on first use (its
         connections are made in the background; an operation waits for one no longer
-        than the retry budget, so a database down at first use is STORE_UNAVAILABLE in
-        that time, and served once the pool has reconnected: psycopg_pool retries with
-        a growing pause, so after a long outage that can take a minute or two) and closes
-        with the store.
+        than its deadline leaves, the retry budget at most, so a database down at first
+        use is STORE_UNAVAILABLE in that time, and served once the pool has reconnected:
+        psycopg_pool retries with a growing pause, so after a long outage that can take a
+        minute or two) and closes with the store.
         """
         pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             dsn,
@@ -177,8 +177,10 @@ class PostgresStore:
         return cursor.rowcount
 
     def _transaction(self, make_steps: Callable[[], Steps], *, write: bool) -> Any:
-        # Wait for a pooled connection no longer than the retry budget (a down server).
-        wait_s = max(0.1, self._retry.budget_ms / 1000)
+        # Wait for a pooled connection (a down server) no longer than the operation's deadline
+        # leaves: the retry budget, or less in an enclosing scope or on a later attempt.
+        deadline = current_deadline()
+        wait_s = max(0.1, self._retry.budget_ms / 1000 if deadline is None else deadline - monotonic())
         with self._pool.connection(timeout=wait_s) as conn:
             if conn.isolation_level is not ISOLATION:
                 # Whatever the server's default_transaction_isolation: every transaction
@@ -209,7 +211,7 @@ class PostgresStore:
             return
         if self._pool.closed and self._owns_pool:
             # Opened without waiting: the pool connects in the background, and the
-            # transaction below waits for a connection no longer than the retry budget.
+            # transaction below waits for a connection no longer than the deadline leaves.
             # (Waiting here would close the pool for good when the database is down at
             # first use: a closed pool cannot be opened again.)
             self._pool.open(wait=False)
