@@ -38,6 +38,7 @@ __all__ = [
     "monotonic",
     "operation_deadline",
     "retry_allowed",
+    "step_time_left",
     "use_clock",
 ]
 
@@ -158,6 +159,17 @@ def cleanup_attempt() -> Iterator[None]:
         yield
     finally:
         _ATTEMPTED.reset(token)
+
+
+def step_time_left() -> float | None:
+    """Seconds until the current step deadline (0 or less once it passed), or None when no scope
+    bounds a step (outside any scope, or in budget-0 scopes only).
+
+    For a wait inside one step (a pooled connection, a database lock): bound it by this, so
+    that the step ends by the deadline that also bounds its retries.
+    """
+    deadline = _STEP_DEADLINE.get()
+    return None if deadline is None else deadline - monotonic()
 
 
 def retry_allowed(pause_s: float) -> bool:

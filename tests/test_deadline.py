@@ -8,6 +8,7 @@ from invocation_store._deadline import (
     current_deadline,
     operation_deadline,
     retry_allowed,
+    step_time_left,
     use_clock,
 )
 
@@ -69,6 +70,29 @@ def test_a_budget_of_zero_never_retries_but_runs_every_step() -> None:
                 clock.now += 0.5
                 assert not attempt_allowed()  # the enclosing deadline passed
             assert not attempt_allowed()
+
+
+def test_a_wait_inside_a_step_is_bounded_by_the_step_deadline() -> None:
+    """CIS-DUR-13: the time a wait inside one step (a pooled connection, a database lock) may
+    last: the current step deadline less now (0 or below once passed); None where no scope
+    bounds a step: outside every scope, and in budget-0 scopes only ("never retry")."""
+    clock = _Clock()
+    with use_clock(clock):
+        assert step_time_left() is None
+        with operation_deadline(0):
+            assert step_time_left() is None
+            with operation_deadline(2_000):
+                assert step_time_left() == 2.0  # the store's own budget under a budget-0 caller
+        with operation_deadline(1_000):
+            clock.now += 0.25
+            assert step_time_left() == 0.75
+            with operation_deadline(5_000):
+                assert step_time_left() == 0.75  # the earlier of the two
+            with operation_deadline(0):
+                assert step_time_left() == 0.75  # budget 0 keeps the enclosing step deadline
+            clock.now += 1.0
+            assert step_time_left() == -0.25
+        assert step_time_left() is None
 
 
 def test_a_cleanup_gets_one_send_past_the_deadline_and_no_retry() -> None:

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from .._deadline import step_time_left
 from .._decided import report_decided_at
 from ..kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from ._face import AsyncFace, on_thread
@@ -67,8 +68,10 @@ class SqliteStore:
     - ``clock``: integer ms since the epoch (default: wall clock); tests inject one.
     - ``synchronous``: SQLite's ``PRAGMA synchronous`` (``FULL`` by default; see the
       module docstring for what each survives).
-    - ``timeout_s``: how long a transaction waits for another's write lock (seconds);
-      past it the operation raises StoreUnavailableError (``OperationalError``).
+    - ``timeout_s``: how long a transaction waits for another's write lock (seconds),
+      or less inside an enclosing deadline (a completion retry's, a caller's): the wait
+      ends by it (CIS-DUR-13); past it the operation raises StoreUnavailableError
+      (``OperationalError``).
     - ``prefix``: the start of every table name (letters, digits, ``_``).
     - ``sweep_limit`` / ``sweep_interval_ms``: the scheduled lapse sweep's bound and
       period (0: never by itself).
@@ -120,9 +123,19 @@ class SqliteStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             self._local.conn = conn
+            self._local.busy_ms = round(self._timeout_s * 1000)  # what timeout= set
             with self._lock:
                 self._connections.append(conn)
         return conn
+
+    def _bound_lock_wait(self, conn: sqlite3.Connection) -> None:
+        """Wait for another's write lock no longer than ``timeout_s``, nor past the step deadline
+        of an enclosing scope (a completion retry's, a caller's: CIS-DUR-13), 0.1 s at least."""
+        left = step_time_left()
+        wait_ms = round(1000 * (self._timeout_s if left is None else min(self._timeout_s, max(0.1, left))))
+        if self._local.busy_ms != wait_ms:  # set only when it changes (a statement, no I/O)
+            conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            self._local.busy_ms = wait_ms
 
     def _answer(self, conn: sqlite3.Connection, step: object) -> Any:
         """Run one step of an operation on ``conn`` (the hook fault-injection tests wrap)."""
@@ -155,6 +168,7 @@ class SqliteStore:
         """Run the operation ``make_steps()`` builds in one transaction (failures: StoreUnavailableError)."""
         try:
             conn = self._connection()
+            self._bound_lock_wait(conn)
             if not self._schema_ready:
                 self._transaction(conn, self._sql.ensure_schema(), write=True)
                 self._schema_ready = True

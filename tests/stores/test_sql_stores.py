@@ -9,9 +9,11 @@ bounded batches; PostgreSQL decides on its own clock, whatever the host's clock 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from invocation_store._deadline import operation_deadline
 from invocation_store.adapters import CorruptRecordError, RetryPolicy, StoreUnavailableError, _sql
 from invocation_store.adapters._sql import SCHEMA_VERSION, Execute
 from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore, SchemaError
@@ -746,3 +749,49 @@ def test_a_sqlite_store_keeps_one_connection_per_thread(tmp_path: Path, clock: F
     assert conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
     store.close()
     assert list(store.connections()) == []
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_sqlite_lock_wait_ends_at_the_enclosing_deadline(
+    tmp_path: Path, clock: FakeClock, flavour: str
+) -> None:
+    """CIS-DUR-13: while another connection holds the write lock, a write inside an enclosing
+    deadline shorter than ``timeout_s`` (a completion retry's, a caller's) answers
+    STORE_UNAVAILABLE by that deadline, not after ``timeout_s`` (5 s here); a budget-0 scope
+    ("never retry") does not shorten the wait, and outside any scope it is ``timeout_s``."""
+    path = tmp_path / "locked.db"
+    store = SqliteStore(path, clock=clock, timeout_s=5.0)
+    open_default_run(store, clock())
+    async_store = AsyncSqliteStore(path, clock=clock, timeout_s=5.0)
+    holder = sqlite3.connect(path, isolation_level=None)
+
+    def create(name: str) -> object:
+        if flavour == "sync":
+            return store.create(request(name), LIMITS)
+        return asyncio.run(async_store.create(request(name), LIMITS))
+
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        for budget_ms, floor_s, ceiling_s in ((300, 0.25, 1.0), (700, 0.65, 1.4)):
+            started = time.monotonic()
+            with operation_deadline(budget_ms), pytest.raises(StoreUnavailableError) as caught:
+                create(f"late_{budget_ms}")
+            assert floor_s <= time.monotonic() - started < ceiling_s
+            assert caught.value.cause == "OperationalError"
+        holder.execute("ROLLBACK")
+        with operation_deadline(0):  # the lock is free: budget 0 refuses no step
+            assert isinstance(create("free"), Admission)
+        store.close()
+        asyncio.run(async_store.close())
+        store = SqliteStore(path, clock=clock, timeout_s=1.5)
+        async_store = AsyncSqliteStore(path, clock=clock, timeout_s=1.5)
+        holder.execute("BEGIN IMMEDIATE")
+        for scope in (contextlib.nullcontext(), operation_deadline(0)):
+            started = time.monotonic()
+            with scope, pytest.raises(StoreUnavailableError):
+                create("waits")
+            assert 1.4 <= time.monotonic() - started < 3.0  # timeout_s, the scope does not shorten it
+    finally:
+        holder.close()
+        store.close()
+        asyncio.run(async_store.close())

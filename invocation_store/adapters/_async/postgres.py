@@ -19,7 +19,7 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 
-from ..._deadline import attempt_allowed, current_deadline, monotonic, operation_deadline, retry_allowed
+from ..._deadline import attempt_allowed, operation_deadline, retry_allowed, step_time_left
 from ..._decided import report_decided_at
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .._postgres_common import CLOCK_SQL, TRANSIENT, DatabaseClock, async_pause
@@ -176,10 +176,10 @@ class AsyncPostgresStore:
         return cursor.rowcount
 
     async def _transaction(self, make_steps: Callable[[], Steps], *, write: bool) -> Any:
-        # Wait for a pooled connection (a down server) no longer than the operation's deadline
-        # leaves: the retry budget, or less in an enclosing scope or on a later attempt.
-        deadline = current_deadline()
-        wait_s = max(0.1, self._retry.budget_ms / 1000 if deadline is None else deadline - monotonic())
+        # Wait for a pooled connection (a down server) no longer than the step deadline leaves:
+        # the retry budget, or less in an enclosing scope or on a later attempt.
+        left = step_time_left()
+        wait_s = max(0.1, self._retry.budget_ms / 1000 if left is None else left)
         async with self._pool.connection(timeout=wait_s) as conn:
             if conn.isolation_level is not ISOLATION:
                 # Whatever the server's default_transaction_isolation: every transaction
