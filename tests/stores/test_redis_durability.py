@@ -21,6 +21,7 @@ from invocation_store.adapters import (
     AsyncRedisStore,
     Durability,
     RedisStore,
+    StoreUnavailableError,
     UnsafeServerError,
     call_key,
     run_key,
@@ -399,6 +400,64 @@ def test_a_waiting_mode_reloads_its_scripts_after_noscript(
             assert follower.exists(run_key(prefix, RUN)) == 1
             assert follower.exists(call_key(prefix, RUN, "call_1")) == 1
         assert driver.get(RUN, "call_1") == done
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_second_noscript_after_the_reload_is_unavailable_after_one_resend(
+    primary_and_replica: tuple[str, str], clock: FakeClock, flavour: str
+) -> None:
+    """CIS-STORE-5, CIS-DUR-4: when the scripts are gone again after the reload (flushed again), a
+    script sent with its WAIT (open, create, a completion with a staged raw response) is resent
+    once only: STORE_UNAVAILABLE naming NoScriptError after one server check, never a loop."""
+    primary, _replica = primary_and_replica
+    prefix = f"n2dur-{flavour}-{secrets.token_hex(3)}"
+    store = _durable_store(flavour, primary, prefix, clock, Durability(replicas=1, timeout_ms=3000))
+    driver = StoreDriver(store, flavour)
+    parameters = {
+        "deadline_ms": clock() + 60_000,
+        "ttl_ms": 60_000,
+        "tool_call_budget": 5,
+        "byte_budget": 10**7,
+    }
+    rechecks: list[str] = []
+    try:
+        _open_when_the_replica_answers(driver, RUN, parameters)
+        created = driver.create(request("call_1"), LIMITS)
+        assert isinstance(created, Admission)
+        real = store._recheck
+        with redis.Redis.from_url(primary) as client:
+            if flavour == "sync":
+
+                def recheck() -> None:
+                    real()
+                    rechecks.append("checked")
+                    client.script_flush()  # gone again before the resend
+
+                store._recheck = recheck
+            else:
+
+                async def recheck_async() -> None:
+                    await real()
+                    rechecks.append("checked")
+                    client.script_flush()
+
+                store._recheck = recheck_async
+            operations = [
+                lambda: driver.open_run("run-2", **parameters),
+                lambda: driver.create(request("call_2"), LIMITS),
+                lambda: driver.complete(created.record, ready(created.record, clock(), raw="w" * 200_000)),
+            ]
+            for index, operation in enumerate(operations, start=1):
+                client.script_flush()
+                with pytest.raises(StoreUnavailableError) as caught:
+                    operation()
+                assert caught.value.cause == "NoScriptError"
+                assert len(rechecks) == index  # one reload, one resend
+        assert driver.get_run("run-2") is None
+        assert driver.get(RUN, "call_2") is None
+        assert driver.get(RUN, "call_1") == created.record
     finally:
         driver.close()
 

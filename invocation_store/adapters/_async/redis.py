@@ -713,7 +713,7 @@ class AsyncRedisStore:
             if core.takes_back(checked, opened, resent=len(attempts) > 1, not_before_ms=not_before):
                 keys, args = core.plan_undo_open(plan, opened)
                 with contextlib.suppress(*FAILURES), cleanup_attempt():
-                    await self._io(lambda: self._undo_open(keys=keys, args=args, client=self._client))
+                    await self._io(lambda: self._undo_open(keys=keys, args=args))  # on its own client
             return ErrorCode.DURABILITY_NOT_REACHED
         return opened
 
@@ -732,24 +732,27 @@ class AsyncRedisStore:
         client = self._client
         if isinstance(client, redis.asyncio.cluster.RedisCluster):
             client = AsyncRedisFlavour.node_client(client, command[1])
+
+        async def send_pair() -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+            queue("EVALSHA", script.sha, *command)
+            queue(*self._durability.command())
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            return replies
+
         try:
-            for attempt in range(2):
-                pipe = client.pipeline(transaction=False)
-                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
-                queue("EVALSHA", script.sha, *command)
-                queue(*self._durability.command())
-                replies = await pipe.execute(raise_on_error=False)
-                if isinstance(replies[0], NoScriptError) and attempt == 0:
-                    await self._recheck()
-                    continue
-                raise_first_error(replies)
-                return replies[0], replies[1]
+            replies = await send_pair()
+            if isinstance(replies[0], NoScriptError):  # a flushed or restarted server: judged again
+                await self._recheck()
+                replies = await send_pair()  # once: a second NOSCRIPT is raised below
         except TRANSIENT:
             if isinstance(self._client, redis.asyncio.cluster.RedisCluster):  # the slot may have moved
                 with contextlib.suppress(*FAILURES):
                     await AsyncRedisFlavour.relearn(self._client)
             raise
-        raise core.CorruptReplyError("NoScript")
+        raise_first_error(replies)
+        return replies[0], replies[1]
 
     async def _io(self, send: AsyncSend[T]) -> T:
         """``send()``, resent after a transient failure within the operation's deadline (CIS-DUR-4).
@@ -892,22 +895,25 @@ class AsyncRedisStore:
         if self._cluster:  # a cluster pipeline cannot carry EVALSHA
             await self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
             return await self._evalsha(self._complete, call.command)
-        for attempt in range(2):
+        staged = call.staged
+
+        async def stage_and_send() -> object:
             if self._holds:  # both on the store's connection, in one write (its str packed as UTF-8 once)
-                staging = ("SET", stage, call.staged, "NX", "PX", _STAGE_TTL)
-                _, reply = await self._exchange((staging, ("EVALSHA", self._complete.sha, *call.command)))
-            else:
-                pipe = self._client.pipeline(transaction=False)
-                pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-                pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
-                reply = (await pipe.execute(raise_on_error=False))[1]
-            if isinstance(reply, NoScriptError) and attempt == 0:
-                await self._recheck()  # the staged value waits for the retry (SET NX)
-                continue
-            if isinstance(reply, Exception):
-                raise reply
-            return reply
-        raise core.CorruptReplyError("NoScript")
+                staging = ("SET", stage, staged, "NX", "PX", _STAGE_TTL)
+                _, sent = await self._exchange((staging, ("EVALSHA", self._complete.sha, *call.command)))
+                return sent
+            pipe = self._client.pipeline(transaction=False)
+            pipe.set(stage, staged, nx=True, px=core.STAGE_TTL_MS)
+            pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
+            return (await pipe.execute(raise_on_error=False))[1]
+
+        reply = await stage_and_send()
+        if isinstance(reply, NoScriptError):
+            await self._recheck()  # the staged value waits for the resend (SET NX)
+            reply = await stage_and_send()  # once: a second NOSCRIPT is raised below
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     async def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
         """Read one record and its raw response consistently, with read rights alone; None if absent/expired.

@@ -714,7 +714,7 @@ class RedisStore:
             if core.takes_back(checked, opened, resent=len(attempts) > 1, not_before_ms=not_before):
                 keys, args = core.plan_undo_open(plan, opened)
                 with contextlib.suppress(*FAILURES), cleanup_attempt():
-                    self._io(lambda: self._undo_open(keys=keys, args=args, client=self._client))
+                    self._io(lambda: self._undo_open(keys=keys, args=args))  # on its own client
             return ErrorCode.DURABILITY_NOT_REACHED
         return opened
 
@@ -733,24 +733,27 @@ class RedisStore:
         client = self._client
         if isinstance(client, redis.cluster.RedisCluster):
             client = RedisFlavour.node_client(client, command[1])
+
+        def send_pair() -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
+            queue("EVALSHA", script.sha, *command)
+            queue(*self._durability.command())
+            replies: list[Any] = pipe.execute(raise_on_error=False)
+            return replies
+
         try:
-            for attempt in range(2):
-                pipe = client.pipeline(transaction=False)
-                queue: Callable[..., object] = pipe.execute_command  # untyped in redis-py
-                queue("EVALSHA", script.sha, *command)
-                queue(*self._durability.command())
-                replies = pipe.execute(raise_on_error=False)
-                if isinstance(replies[0], NoScriptError) and attempt == 0:
-                    self._recheck()
-                    continue
-                raise_first_error(replies)
-                return replies[0], replies[1]
+            replies = send_pair()
+            if isinstance(replies[0], NoScriptError):  # a flushed or restarted server: judged again
+                self._recheck()
+                replies = send_pair()  # once: a second NOSCRIPT is raised below
         except TRANSIENT:
             if isinstance(self._client, redis.cluster.RedisCluster):  # the slot may have moved
                 with contextlib.suppress(*FAILURES):
                     RedisFlavour.relearn(self._client)
             raise
-        raise core.CorruptReplyError("NoScript")
+        raise_first_error(replies)
+        return replies[0], replies[1]
 
     def _io(self, send: Send[T]) -> T:
         """``send()``, resent after a transient failure within the operation's deadline (CIS-DUR-4).
@@ -893,22 +896,25 @@ class RedisStore:
         if self._cluster:  # a cluster pipeline cannot carry EVALSHA
             self._client.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
             return self._evalsha(self._complete, call.command)
-        for attempt in range(2):
+        staged = call.staged
+
+        def stage_and_send() -> object:
             if self._holds:  # both on the store's connection, in one write (its str packed as UTF-8 once)
-                staging = ("SET", stage, call.staged, "NX", "PX", _STAGE_TTL)
-                _, reply = self._exchange((staging, ("EVALSHA", self._complete.sha, *call.command)))
-            else:
-                pipe = self._client.pipeline(transaction=False)
-                pipe.set(stage, call.staged, nx=True, px=core.STAGE_TTL_MS)
-                pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
-                reply = (pipe.execute(raise_on_error=False))[1]
-            if isinstance(reply, NoScriptError) and attempt == 0:
-                self._recheck()  # the staged value waits for the retry (SET NX)
-                continue
-            if isinstance(reply, Exception):
-                raise reply
-            return reply
-        raise core.CorruptReplyError("NoScript")
+                staging = ("SET", stage, staged, "NX", "PX", _STAGE_TTL)
+                _, sent = self._exchange((staging, ("EVALSHA", self._complete.sha, *call.command)))
+                return sent
+            pipe = self._client.pipeline(transaction=False)
+            pipe.set(stage, staged, nx=True, px=core.STAGE_TTL_MS)
+            pipe.evalsha(self._complete.sha, int(call.command[0]), *call.command[1:])
+            return (pipe.execute(raise_on_error=False))[1]
+
+        reply = stage_and_send()
+        if isinstance(reply, NoScriptError):
+            self._recheck()  # the staged value waits for the resend (SET NX)
+            reply = stage_and_send()  # once: a second NOSCRIPT is raised below
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     def get(self, run_id: str, tool_call_id: str) -> CanonicalRecord | None:
         """Read one record and its raw response consistently, with read rights alone; None if absent/expired.
