@@ -142,6 +142,10 @@ def test_a_database_down_at_first_use_is_unavailable_within_the_budget_then_serv
             )  # the 0.2 s budget and a refused connect, not the pool's 30 s
             assert caught.value.cause in {"PoolTimeout", "OperationalError"}
             assert str(server.port) not in str(caught.value)
+            on_db_clock = _store(flavour, server.dsn, prefix=prefix)  # no clock: reads the database's
+            with pytest.raises(StoreUnavailableError) as unclocked:
+                on_db_clock.now_ms()  # its first reading, on a connection of its own
+            assert unclocked.value.cause == "OperationalError"
             server.start()
             deadline = time.monotonic() + 20
             while True:  # the pool reconnects in the background

@@ -366,10 +366,14 @@ def test_a_corrupt_record_is_answered_at_once_and_swept_around(
     swept = store.get(RUN, "call_2")
     assert swept is not None
     assert swept.error_code is ErrorCode.STALE_PROJECTION
+    caplog.clear()
     with pytest.raises(CorruptRecordError) as caught:
         store.get_many(RUN, ["call_1", "call_2"])
     assert caught.value.corrupt == {"call_1": "NoTTL"}
     assert caught.value.readable["call_2"] == swept
+    assert caplog.messages == [  # the read that found it, by operation, id, run and cause
+        f"redis store: get_many found record call_1 of run {RUN} corrupt (NoTTL): left as is, not retried"
+    ]
     assert caught.value.permanent
     listing = inspect_run(store, RUN, raw_sizes=True)  # the CLI's listing, on the store's (fake) clock
     assert listing["corrupt"] == [{"tool_call_id": "call_1", "code": "NoTTL"}]
@@ -411,9 +415,15 @@ def test_the_async_store_and_boundary_isolate_a_corrupt_record_and_inspect_lists
             await asyncio.sleep(0.01)
             assert await boundary.sweep_stale(context, 0) == 1
             assert sends.sends == {"call_1": 1, "call_2": 1}
+            assert "left corrupt record call_1 as it is (NoTTL)" in caplog.text
+            caplog.clear()
             with pytest.raises(CorruptRecordError) as caught:
                 await store.get_many(RUN, ["call_1", "call_2"], include_raw=False)
             assert caught.value.corrupt == {"call_1": "NoTTL"}
+            assert caplog.messages == [
+                f"redis store: get_many found record call_1 of run {RUN} corrupt (NoTTL): "
+                "left as is, not retried"
+            ]
             swept = caught.value.readable["call_2"]
             assert swept is not None
             assert swept.error_code is ErrorCode.STALE_PROJECTION
@@ -425,7 +435,8 @@ def test_the_async_store_and_boundary_isolate_a_corrupt_record_and_inspect_lists
             await store.close()
 
     asyncio.run(scenario())
-    assert "left corrupt record call_1 as it is (NoTTL)" in caplog.text
+    assert "redis store: get found record call_1" in caplog.text
+    assert "redis store: ttl_remaining_ms found record call_1" in caplog.text
     args = ["inspect", "--redis-url", server_url, "--run", RUN, "--prefix", prefix]
     assert main(args) == 0
     text = capsys.readouterr().out
@@ -646,3 +657,41 @@ def test_an_old_server_with_a_renamed_command_still_gets_the_version_error(
         assert expected in str(caught.value)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("replies", [[b"1", 5], [1, b"5"], [None, 5], [1, None], [True, "5"]])
+def test_raw_sizes_refuse_a_reply_that_is_not_two_integers(
+    server_url: str, clock: FakeClock, flavour: str, replies: list[object]
+) -> None:
+    """CIS-DUR-9, CIS-STORE-8: ``raw_sizes`` reads an EXISTS and a STRLEN integer per record; a
+    reply with either of them of another type (a proxy's, a module's) is never taken for a size:
+    STORE_UNAVAILABLE with the cause ``UnexpectedReply``, sync and async."""
+    prefix = f"raw-shape-{flavour}"
+
+    async def sent(_round_trip: object) -> list[object]:
+        return list(replies)
+
+    if flavour == "sync":
+        store: Any = RedisStore.from_url(server_url, prefix=prefix, clock=clock)
+        open_default_run(store, clock())  # the schema version is written and checked
+        store._io = lambda _round_trip: list(replies)
+        with pytest.raises(StoreUnavailableError) as caught:
+            store.raw_sizes(RUN, ["call_1"])
+        store.close()
+    else:
+
+        async def scenario() -> None:
+            store = AsyncRedisStore.from_url(server_url, prefix=prefix, clock=clock)
+            await store.open_run(
+                RUN, deadline_ms=clock() + 60_000, ttl_ms=TTL_MS, tool_call_budget=1, byte_budget=9
+            )
+            store._io = sent  # type: ignore[method-assign]
+            try:
+                await store.raw_sizes(RUN, ["call_1"])
+            finally:
+                await store.close()
+
+        with pytest.raises(StoreUnavailableError) as caught:
+            asyncio.run(scenario())
+    assert caught.value.cause == "UnexpectedReply"

@@ -354,10 +354,11 @@ def test_the_version_probe_connection_speaks_resp2_only_when_needed(client: Any,
 
 def test_info_text_keeps_values_with_colons_and_skips_headers_and_blank_lines() -> None:
     """CIS-DUR-3: INFO text is split at the first colon only (an IPv6 replica address, a path), and
-    section headers and blank lines are not fields."""
+    section headers, comment lines (even holding a colon) and blank lines are not fields."""
     text = (
         b"# Replication\r\nrole:master\r\n\r\nslave0:ip=::1,port=7000,state=online\r\n"
         b"# Server\r\nexecutable:/usr/bin/redis-server\r\n"
+        b"# A comment: with a colon\r\n"
     )
     assert parse_info_text(text) == {
         "role": "master",

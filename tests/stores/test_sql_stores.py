@@ -162,6 +162,44 @@ def test_a_transaction_aborted_at_any_write_writes_nothing(
         assert _state(store) == after, (operation, position)
 
 
+@pytest.mark.parametrize("cancel", [True, False])
+def test_ending_a_run_holds_its_row_against_a_concurrent_create(
+    make_sql_store: Callable[..., Any], clock: FakeClock, cancel: bool
+) -> None:
+    """CIS-RUN-2, CIS-STORE-2: a cancel or close reads the run row locked, so a create in another
+    transaction waits for it and then sees the ended run (RUN_INACTIVE). Read unlocked, the create
+    would be admitted in between and the end would write back the usage it read: a call whose
+    charge the run no longer shows. The end pauses 0.3 s after reading the row."""
+    store = make_sql_store(clock=clock)
+    other = make_sql_store(clock=clock, like=store)
+    open_default_run(store, clock())
+    original = store._answer
+    has_read = threading.Event()
+
+    def answer(conn: Any, step: object) -> Any:
+        reply = original(conn, step)
+        if isinstance(step, _sql.Fetch) and step.sql in (store._sql.lock_run, store._sql.select_run):
+            has_read.set()
+            time.sleep(0.3)
+        return reply
+
+    store._answer = answer
+    ended: list[object] = []
+    ender = threading.Thread(
+        target=lambda: ended.append(store.cancel_run(RUN) if cancel else store.close_run(RUN))
+    )
+    ender.start()
+    assert has_read.wait(10)
+    created = other.create(request("call_1"), LIMITS)
+    ender.join(10)
+    (end,) = ended
+    assert isinstance(end, RunState)
+    assert created is ErrorCode.RUN_INACTIVE
+    run = other.get_run(RUN)
+    assert run == end
+    assert run.tool_calls_used == len(other.calls(RUN)) == 0
+
+
 def test_the_schema_is_created_once_and_a_newer_one_refused(
     make_sql_store: Callable[..., Any], clock: FakeClock
 ) -> None:
@@ -320,6 +358,21 @@ def test_a_version_no_migration_starts_from_is_refused(
         "(MIGRATIONS in adapters/_sql.py migrates from version 1): use a fresh table prefix or database, "
         "or migrate it by hand"
     )
+
+
+def test_only_an_older_schema_version_gets_migration_advice() -> None:
+    """CIS-STORE-9: the operator text advises a migration for a version below the library's only:
+    the library's own version and a newer one are named, with no advice; an unreadable one is
+    said to be unreadable."""
+    for found in (SCHEMA_VERSION, SCHEMA_VERSION + 1):
+        assert SchemaError(found).operator_text() == (
+            f"schema version {found} in the database; this library reads version {SCHEMA_VERSION}"
+        )
+    assert "no migration step from version" in SchemaError(SCHEMA_VERSION - 1).operator_text()
+    for unreadable in (None, True, "1"):
+        assert SchemaError(unreadable).operator_text() == (
+            f"schema version unreadable in the database; this library reads version {SCHEMA_VERSION}"
+        )
 
 
 def test_the_lapse_sweep_is_bounded_and_deletes_only_lapsed_rows(
