@@ -289,3 +289,19 @@ def test_the_wait_for_a_connection_ends_at_the_enclosing_deadline(flavour: str) 
                 assert caught.value.cause in {"PoolTimeout", "OperationalError"}
         finally:
             driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_from_dsn_builds_the_pool_it_documents(flavour: str) -> None:
+    """CIS-STORE-9: ``from_dsn`` makes a pool of ``min_size`` .. ``max_size`` connections (1 .. 10 by
+    default), each named by ``application_name`` and giving up a connect after 5 s, opened on first
+    use (nothing is connected here: the address is never dialled)."""
+    dsn = "postgresql://nobody@127.0.0.1:9/none"
+    store = _store(flavour, dsn)
+    pool = store._pool
+    assert (pool.min_size, pool.max_size) == (1, 10)
+    assert pool.kwargs == {"application_name": "invocation-store", "connect_timeout": 5}
+    assert pool.closed
+    sized = _store(flavour, dsn, min_size=2, max_size=3, application_name="billing")
+    assert (sized._pool.min_size, sized._pool.max_size) == (2, 3)
+    assert sized._pool.kwargs["application_name"] == "billing"

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from invocation_store.adapters._redis_complete import finish_complete
 from invocation_store.adapters._redis_core import STAGE_ABOVE_BYTES, CompletePlan, plan_complete
+from invocation_store.adapters._redis_decode import CorruptReplyError
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
     CanonicalRecord,
+    ErrorCode,
     Limits,
     RawReceived,
     RunState,
@@ -78,3 +81,28 @@ def test_raw_responses_above_the_threshold_are_staged(raw: str, staged: bool) ->
     else:
         assert (call.staged, call.stage_key) == (None, None)
         assert raw in call.command
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "ERR RUN_INACTIVE",
+        "ERR STORE_UNAVAILABLE",
+        "ERR invalid_transition",
+        b"ERR TOOL_BUDGET_EXHAUSTED",
+        ["ERR CALL_IN_PROGRESS"],
+    ],
+)
+def test_a_completion_refused_for_another_reason_is_a_corrupt_reply(reply: object) -> None:
+    """CIS-STORE-8: COMPLETE_SCRIPT refuses with INVALID_TRANSITION only; a refusal naming any other
+    code (or spelled otherwise) is not taken as the store's answer: CorruptReplyError
+    (UnexpectedReply), as for any reply of the wrong shape."""
+    with pytest.raises(CorruptReplyError) as caught:
+        finish_complete(_plan("{}"), reply)
+    assert caught.value.cause == "UnexpectedReply"
+
+
+def test_a_completion_refused_as_an_invalid_transition_is_answered_when_the_kernel_agrees() -> None:
+    """CIS-STORE-8: INVALID_TRANSITION with no stored record (the record lapsed): the kernel,
+    fed the same nothing, refuses too, so the code is the answer."""
+    assert finish_complete(_plan("{}"), "ERR INVALID_TRANSITION") is ErrorCode.INVALID_TRANSITION

@@ -8,6 +8,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from attrs import evolve
+
 from invocation_store.adapters import (
     AsyncFace,
     AsyncForwardingStore,
@@ -21,19 +23,25 @@ from invocation_store.adapters._face import on_thread
 from invocation_store.kernel import Admission, AdmissionRequest, Limits, ProgressView, RunState
 from invocation_store.testing import FakeClock
 
+from ._support import ready as _ready
 
-def test_forwarding_store_forwards_every_operation() -> None:
-    """CIS-STORE-1: every Protocol operation is forwarded, with the same answers."""
+
+def test_forwarding_store_names_every_operation() -> None:
+    """CIS-STORE-1: every Protocol operation is defined on ForwardingStore (none falls through)."""
     protocol_methods = {
         name
         for name, _ in inspect.getmembers(InvocationStore, inspect.isfunction)
         if not name.startswith("_")
     }
     assert protocol_methods <= set(vars(ForwardingStore))
+    assert isinstance(ForwardingStore(MemoryStore(FakeClock())), InvocationStore)
+
+
+def test_forwarding_store_forwards_every_operation() -> None:
+    """CIS-STORE-1: every Protocol operation is forwarded, with the same answers."""
     clock = FakeClock()
     inner = MemoryStore(clock)
     store = ForwardingStore(inner)
-    assert isinstance(store, InvocationStore)
     run = store.open_run(
         "run-1", deadline_ms=clock() + 1_000, ttl_ms=5_000, tool_call_budget=2, byte_budget=100
     )
@@ -46,24 +54,36 @@ def test_forwarding_store_forwards_every_operation() -> None:
         invocation_token="t1",
     )
     admission = store.create(request, Limits())
-    assert inner.get("run-1", "call_1") == store.get("run-1", "call_1") == admission.record  # type: ignore[union-attr]
+    assert isinstance(admission, Admission)
+    assert inner.get("run-1", "call_1") == store.get("run-1", "call_1") == admission.record
+    done = _ready(admission.record, clock())
+    assert store.complete(admission.record, done) == done
+    assert store.get_many("run-1", ["call_1"]) == {"call_1": done}  # raw included by default
+    assert store.get_many("run-1", ["call_1"], include_raw=False) == {
+        "call_1": evolve(done, raw_response=None)
+    }
     assert store.calls("run-1") == ("call_1",)
     assert store.ttl_remaining_ms("run-1", "call_1") == 5_000
     assert store.now_ms() == clock()
 
 
-def test_async_forwarding_store_and_the_async_face_forward_every_operation() -> None:
-    """CIS-STORE-1, CIS-STORE-4: the asyncio forwarding store (the source of the sync one) and the asyncio
-    face of a sync store (AsyncMemoryStore) name every Protocol operation and answer as the inner store."""
+def test_async_forwarding_store_and_the_async_face_name_every_operation() -> None:
+    """CIS-STORE-1, CIS-STORE-4: the asyncio forwarding store (the source of the sync one) and the
+    asyncio face of a sync store (AsyncMemoryStore) define every Protocol operation."""
     protocol_methods = {
         name
         for name, _ in inspect.getmembers(AsyncInvocationStore, inspect.isfunction)
         if not name.startswith("_")
     }
     assert protocol_methods <= set(vars(AsyncForwardingStore))
+    assert isinstance(AsyncMemoryStore(clock=FakeClock()), AsyncInvocationStore)
+
+
+def test_async_forwarding_store_and_the_async_face_forward_every_operation() -> None:
+    """CIS-STORE-1, CIS-STORE-4: the asyncio forwarding store and the asyncio face of a sync store
+    (AsyncMemoryStore) answer as the inner store."""
     clock = FakeClock()
     face = AsyncMemoryStore(clock=clock)
-    assert isinstance(face, AsyncInvocationStore)
     store = AsyncForwardingStore(face)
 
     async def scenario() -> None:
@@ -82,6 +102,9 @@ def test_async_forwarding_store_and_the_async_face_forward_every_operation() -> 
             "bad id": None,
         }
         assert await store.get_progress("run-1", ["call_1"]) == {"call_1": ProgressView.of(record)}
+        done = _ready(record, clock())
+        assert await store.complete(record, done) == done
+        assert await store.get_many("run-1", ["call_1"]) == {"call_1": done}  # raw included by default
         assert await store.calls("run-1") == ("call_1",)
         assert await store.ttl_remaining_ms("run-1", "call_1") == 5_000
         await store.close()

@@ -848,3 +848,97 @@ def test_a_sqlite_lock_wait_ends_at_the_enclosing_deadline(
         holder.close()
         store.close()
         asyncio.run(async_store.close())
+
+
+def test_sqlite_first_use_by_many_stores_at_once_creates_the_schema_once(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """CIS-STORE-9, CIS-STORE-2: eight stores (one thread each) use a fresh file at the same moment:
+    none fails on another's half-made schema, every run is opened, and the version row is written
+    once."""
+    path = tmp_path / "fresh.db"
+    stores = [SqliteStore(path, clock=clock) for _ in range(8)]
+    barrier = threading.Barrier(len(stores))
+    results: list[object] = [None] * len(stores)
+
+    def first_use(index: int) -> None:
+        barrier.wait()
+        try:
+            results[index] = open_default_run(stores[index], clock(), run_id=f"run-{index}")
+        except StoreUnavailableError as exc:
+            results[index] = exc
+
+    threads = [threading.Thread(target=first_use, args=(index,)) for index in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    try:
+        assert all(isinstance(result, RunState) for result in results), results
+        assert _execute(stores[0], "SELECT version FROM cis_schema") == [(SCHEMA_VERSION,)]
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_sqlite_checks_the_schema_on_first_use_only(tmp_path: Path, clock: FakeClock) -> None:
+    """CIS-STORE-9: the schema is checked in the first operation's own transaction before it, and
+    never again: each later operation is one transaction (one BEGIN)."""
+    store = SqliteStore(tmp_path / "once.db", clock=clock)
+    try:
+        open_default_run(store, clock())
+        (conn,) = store.connections()
+        begins: list[str] = []
+        conn.set_trace_callback(
+            lambda statement: begins.append(statement) if statement.startswith("BEGIN") else None
+        )
+        admitted(store, request("call_1"))
+        store.get_run(RUN)
+        assert begins == ["BEGIN IMMEDIATE", "BEGIN"]  # a write, then a read: no schema transaction
+    finally:
+        store.close()
+
+
+def test_a_sqlite_insert_that_keeps_conflicting_is_unavailable_after_five_attempts(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """CIS-STORE-2: an insert that finds its row already there (a concurrent writer's) runs the
+    operation again, five attempts at most; then STORE_UNAVAILABLE (Conflict), nothing written."""
+    store = SqliteStore(tmp_path / "conflict.db", clock=clock)
+    original = store._answer
+    inserts: list[str] = []
+
+    def answer(conn: sqlite3.Connection, step: object) -> Any:
+        if isinstance(step, Execute) and step.sql == store._sql.insert_run:
+            inserts.append(step.sql)
+            return 0  # as if another writer inserted the run first
+        return original(conn, step)
+
+    store._answer = answer
+    try:
+        with pytest.raises(StoreUnavailableError) as caught:
+            open_default_run(store, clock())
+        assert caught.value.cause == "Conflict"
+        assert len(inserts) == 5
+        store._answer = original
+        assert store.get_run(RUN) is None
+    finally:
+        store.close()
+
+
+def test_a_sqlite_read_never_waits_for_a_writer(tmp_path: Path, clock: FakeClock) -> None:
+    """CIS-STORE-2, CIS-DUR-1: reads begin a deferred transaction on the WAL file, so a writer
+    holding the write lock does not hold them up (timeout_s is 5 s; they answer at once)."""
+    path = tmp_path / "reader.db"
+    store = SqliteStore(path, clock=clock, timeout_s=5.0)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        opened = open_default_run(store, clock())
+        holder.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        assert store.get_run(RUN) == opened
+        assert store.calls(RUN) == ()
+        assert time.monotonic() - started < 1.0
+    finally:
+        holder.close()
+        store.close()

@@ -119,7 +119,9 @@ class PostgresStore:
     ) -> PostgresStore:
         """A store on its own pool of ``min_size`` .. ``max_size`` connections to ``dsn`` (libpq or URL).
 
-        ``options`` are the store's keyword arguments. The pool opens on first use (its
+        Each connection is named ``application_name`` (as ``pg_stat_activity`` shows it)
+        and gives up connecting after 5 s (``connect_timeout``). ``options`` are the
+        store's keyword arguments. The pool opens on first use (its
         connections are made in the background; an operation waits for one no longer
         than its deadline leaves, the retry budget at most, so a database down at first
         use is STORE_UNAVAILABLE in that time, and served once the pool has reconnected:
