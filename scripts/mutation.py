@@ -349,6 +349,14 @@ EQUIVALENT.update(
             "range(3) for range(2) in the resend-once loop: only the first attempt (attempt == 0) "
             "could resend, so a third never ran (names at 75f7e85; the loop is gone since 8822756)"
         ),
+        **dict.fromkeys(
+            (
+                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_do__mutmut_24",
+                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_transaction__mutmut_8",
+            ),
+            "ms turned into seconds by 1001 for 1000: a pause or a pool wait 0.1% shorter, which no "
+            "answer depends on and no timing can tell from scheduling jitter",
+        ),
         f"{_ASYNC_REDIS}_old_server__mutmut_7": (
             "INFO with no section for INFO server: the default sections include server, the only "
             "field read (redis_version); only the reply is longer"

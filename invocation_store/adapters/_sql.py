@@ -15,7 +15,8 @@ An operation is a generator (the h11 sans-IO pattern): it yields :class:`Fetch`
 drives it inside its transaction, so the logic is written once for a blocking
 ``sqlite3`` connection and an asyncio ``psycopg`` one. A generator that finds a
 concurrent insert raises :class:`Conflict`: the shell rolls back and runs it again
-(nothing was kept; the kernel decides afresh on what it then reads).
+(nothing was kept; the kernel decides afresh on what it then reads), at most
+:data:`CONFLICT_ATTEMPTS` times in all, then answers STORE_UNAVAILABLE (``Conflict``).
 
 Tables (``prefix`` + name; integers are ms or UTF-8 bytes):
 
@@ -66,6 +67,7 @@ from ._protocol import CorruptRecordError, StoreUnavailableError
 from ._reads import read_records, read_views, wanted_ids
 
 __all__ = [
+    "CONFLICT_ATTEMPTS",
     "MIGRATIONS",
     "NOW",
     "SCHEMA_VERSION",
@@ -110,6 +112,12 @@ class SchemaError(StoreUnavailableError):
                 "or database, or migrate it by hand"
             )
         return text
+
+
+#: How many times a shell runs an operation that meets a concurrent insert of its row (the
+#: next attempt finds the row and updates it); past it: STORE_UNAVAILABLE (``Conflict``),
+#: so an insert that never lands (a trigger, a policy) cannot loop for ever.
+CONFLICT_ATTEMPTS: Final = 5
 
 
 class Conflict(Exception):  # noqa: N818 - a signal to the shell, not an error

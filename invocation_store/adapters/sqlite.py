@@ -45,7 +45,7 @@ from .._decided import report_decided_at
 from ..kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from ._face import AsyncFace, on_thread
 from ._protocol import StoreUnavailableError
-from ._sql import NOW, SQLITE, Conflict, Execute, Fetch, Statements, Steps
+from ._sql import CONFLICT_ATTEMPTS, NOW, SQLITE, Conflict, Execute, Fetch, Statements, Steps
 from .memory import wall_clock_ms
 
 __all__ = ["DEFAULT_SWEEP_INTERVAL_MS", "DEFAULT_SWEEP_LIMIT", "AsyncSqliteStore", "SqliteStore"]
@@ -55,8 +55,6 @@ DEFAULT_SWEEP_LIMIT: Final = 1_000
 #: How often (ms of monotonic time) the store sweeps lapsed rows by itself, after a write.
 DEFAULT_SWEEP_INTERVAL_MS: Final = 60_000
 _SYNCHRONOUS: Final = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
-#: How often an operation is run again after a concurrent insert of its run (then unavailable).
-_CONFLICT_ATTEMPTS: Final = 5
 
 
 class SqliteStore:
@@ -172,7 +170,7 @@ class SqliteStore:
             if not self._schema_ready:
                 self._transaction(conn, self._sql.ensure_schema(), write=True)
                 self._schema_ready = True
-            for _attempt in range(_CONFLICT_ATTEMPTS):
+            for _attempt in range(CONFLICT_ATTEMPTS):
                 try:
                     result = self._transaction(conn, make_steps(), write=write)
                     break

@@ -10,10 +10,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
+import psycopg_pool
 import pytest
 
 from invocation_store._deadline import operation_deadline
 from invocation_store.adapters import RetryPolicy, StoreUnavailableError
+from invocation_store.adapters._sql import Execute, Fetch
 from invocation_store.adapters.postgres import AsyncPostgresStore, PostgresStore
 from invocation_store.kernel import Admission, RunState
 from invocation_store.testing import FakeClock
@@ -305,3 +307,121 @@ def test_from_dsn_builds_the_pool_it_documents(flavour: str) -> None:
     sized = _store(flavour, dsn, min_size=2, max_size=3, application_name="billing")
     assert (sized._pool.min_size, sized._pool.max_size) == (2, 3)
     assert sized._pool.kwargs["application_name"] == "billing"
+
+
+def _planted(store: Any, flavour: str, plant: Callable[[object], Any]) -> None:
+    """Answer each step with ``plant(step)`` when it is not None (a value or an exception to raise)."""
+    original = store._answer
+    if flavour == "sync":
+
+        def answer(conn: Any, step: object) -> Any:
+            planted = plant(step)
+            if isinstance(planted, BaseException):
+                raise planted
+            return original(conn, step) if planted is None else planted
+
+        store._answer = answer
+    else:
+
+        async def answer_async(conn: Any, step: object) -> Any:
+            planted = plant(step)
+            if isinstance(planted, BaseException):
+                raise planted
+            return await original(conn, step) if planted is None else planted
+
+        store._answer = answer_async
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_insert_that_keeps_conflicting_is_unavailable_after_five_attempts(
+    postgres_dsn: str, flavour: str
+) -> None:
+    """CIS-STORE-2, CIS-DUR-4: an insert that finds its row there runs the operation again (the
+    next attempt reads the row); one that never lands (as a trigger or a row policy could make it)
+    is STORE_UNAVAILABLE (Conflict) after CONFLICT_ATTEMPTS (5) runs, never a loop."""
+    clock = FakeClock(1_000_000)
+    prefix = f"cis_conflict_{secrets.token_hex(4)}_"
+    store = _store(flavour, postgres_dsn, prefix=prefix, clock=clock)
+    driver = StoreDriver(store, flavour)
+    inserts: list[object] = []
+
+    def plant(step: object) -> object:
+        if isinstance(step, Execute) and step.sql == store._sql.insert_run:
+            inserts.append(step)
+            return 0 if len(inserts) < 50 else RuntimeError("looped")  # as if a concurrent insert won
+        return None
+
+    try:
+        assert driver.get_run(RUN) is None  # the schema is made
+        _planted(store, flavour, plant)
+        with pytest.raises(StoreUnavailableError) as caught:
+            driver.open_run(
+                RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=1, byte_budget=9
+            )
+        assert caught.value.cause == "Conflict"
+        assert len(inserts) == 5
+    finally:
+        driver.close()
+        drop_tables(postgres_dsn, prefix)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_transient_failure_is_retried_after_a_short_pause_and_others_are_named(
+    postgres_dsn: str, flavour: str
+) -> None:
+    """CIS-DUR-4: a lost connection (OperationalError) in a step runs the transaction again after
+    the policy's pause (milliseconds: 5 ms here, well inside the 2 s budget), and the operation
+    answers; a failure that is not transient (InternalError) is STORE_UNAVAILABLE at once, naming
+    its type."""
+    clock = FakeClock(1_000_000)
+    prefix = f"cis_transient_{secrets.token_hex(4)}_"
+    policy = RetryPolicy(budget_ms=2_000, first_delay_ms=5, max_delay_ms=5)
+    store = _store(flavour, postgres_dsn, prefix=prefix, clock=clock, retry=policy)
+    driver = StoreDriver(store, flavour)
+    failures = [psycopg.OperationalError("planted: connection lost")]
+    reads: list[object] = []
+
+    def plant(step: object) -> object:
+        if isinstance(step, Fetch) and step.sql == store._sql.select_run:
+            reads.append(step)
+            return failures.pop() if failures else None
+        return None
+
+    try:
+        opened = driver.open_run(
+            RUN, deadline_ms=clock() + 60_000, ttl_ms=60_000, tool_call_budget=1, byte_budget=9
+        )
+        _planted(store, flavour, plant)
+        started = time.monotonic()
+        assert driver.get_run(RUN) == opened
+        assert len(reads) == 2  # the failed attempt and the retry
+        assert time.monotonic() - started < 1.0
+        failures.append(psycopg.errors.InternalError("planted"))
+        with pytest.raises(StoreUnavailableError) as caught:
+            driver.get_run(RUN)
+        assert caught.value.cause == "InternalError"
+        assert len(reads) == 3  # not retried
+    finally:
+        driver.close()
+        drop_tables(postgres_dsn, prefix)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_pool_the_caller_never_opened_is_not_opened_by_the_store(postgres_dsn: str, flavour: str) -> None:
+    """CIS-STORE-9: a pool given by the caller is the caller's to open; one never opened is
+    STORE_UNAVAILABLE (PoolClosed) at once, and stays closed (only a pool from_dsn made is opened
+    on first use)."""
+    kind: Any = PostgresStore if flavour == "sync" else AsyncPostgresStore
+    pool_kind: Any = psycopg_pool.ConnectionPool if flavour == "sync" else psycopg_pool.AsyncConnectionPool
+    pool = pool_kind(postgres_dsn, min_size=1, max_size=1, open=False)
+    store = kind(pool, clock=FakeClock(1_000_000), prefix=f"cis_given_{secrets.token_hex(4)}_")
+    driver = StoreDriver(store, flavour)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as caught:
+            driver.get_run(RUN)
+        assert caught.value.cause == "PoolClosed"
+        assert time.monotonic() - started < 0.5
+        assert pool.closed
+    finally:
+        driver.close()

@@ -22,6 +22,7 @@ import redis
 
 from invocation_store import RunContext, ToolBoundary, ToolCallEnvelope, ToolRegistry, ToolSpec
 from invocation_store.adapters import AsyncRedisStore, RedisStore, RetryPolicy, StoreUnavailableError
+from invocation_store.adapters._async import redis as async_redis
 from invocation_store.adapters._redis_clock import DRIFT, ServerClock, monotonic_ms
 from invocation_store.kernel import (
     Admission,
@@ -417,3 +418,25 @@ def test_runs_end_on_the_server_clock(redis_url: str, flavour: str) -> None:
             assert end(run_id) in (ended, ErrorCode.INVALID_TRANSITION)
     finally:
         driver.close()
+
+
+def test_the_async_store_answers_the_servers_clock_once_it_has_a_reading(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-STORE-10: on a host whose wall clock is an hour ahead of the server, a fresh asyncio
+    store's now_ms is that wall clock (arithmetic only, before any reading); once a round trip
+    brought a reading it is the server's clock (a lower bound of TIME), not the host's."""
+    monkeypatch.setattr(async_redis, "wall_clock_ms", lambda: int(time.time() * 1000) + 3_600_000)
+
+    async def scenario() -> tuple[int, int, int]:
+        store = AsyncRedisStore.from_url(redis_url)
+        try:
+            fresh = store.now_ms()
+            await store.check_server()
+            return fresh, store.now_ms(), _server_ms(redis_url)
+        finally:
+            await store.close()
+
+    fresh, read, server = asyncio.run(scenario())
+    assert fresh >= server + 3_500_000
+    assert server - 1_000 <= read <= server

@@ -942,3 +942,29 @@ def test_a_sqlite_read_never_waits_for_a_writer(tmp_path: Path, clock: FakeClock
     finally:
         holder.close()
         store.close()
+
+
+def test_a_completion_whose_locked_row_is_not_updated_is_unavailable_and_writes_nothing(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-STORE-3: the completion's UPDATE of the row it locked must change that one row; if it
+    changes none (the row vanished underneath), the answer is STORE_UNAVAILABLE (LostRow), never
+    a silent success, and the transaction leaves the record and the run as they were."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    before = admitted(store, request("call_1"))
+    run_before = store.get_run(RUN)
+    original = store._answer
+
+    def answer(conn: Any, step: object) -> Any:
+        if isinstance(step, Execute) and step.sql == store._sql.update_record:
+            return 0
+        return original(conn, step)
+
+    store._answer = answer
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.complete(before, ready(before, clock()))
+    assert caught.value.cause == "LostRow"
+    store._answer = original
+    assert store.get(RUN, "call_1") == before
+    assert store.get_run(RUN) == run_before

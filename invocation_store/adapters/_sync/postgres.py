@@ -26,7 +26,7 @@ from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, L
 from .._postgres_common import CLOCK_SQL, TRANSIENT, DatabaseClock, pause
 from .._protocol import StoreUnavailableError
 from .._redis_retry import DEFAULT_RETRY, RetryPolicy
-from .._sql import NOW, POSTGRES, Conflict, Execute, Fetch, Statements, Steps
+from .._sql import CONFLICT_ATTEMPTS, NOW, POSTGRES, Conflict, Execute, Fetch, Statements, Steps
 
 __all__ = ["SYNCHRONOUS_COMMIT", "PostgresStore"]
 
@@ -235,13 +235,16 @@ class PostgresStore:
         with operation_deadline(self._retry.budget_ms):
             if not attempt_allowed():  # an earlier step of this operation spent its budget
                 raise StoreUnavailableError("TimeoutError")
+            conflicts = 0
             while True:
                 try:
                     self._ensure_schema()
                     result = self._transaction(make_steps, write=write)
                     break
-                except Conflict:
-                    continue  # a concurrent insert of the same run: decide again on what is there now
+                except Conflict:  # a concurrent insert of the same run: decide again on what is there now
+                    conflicts += 1
+                    if conflicts >= CONFLICT_ATTEMPTS:
+                        raise StoreUnavailableError("Conflict") from None
                 except psycopg_pool.PoolClosed:  # an OperationalError, but closed for good: not retried
                     raise StoreUnavailableError("PoolClosed") from None
                 except TRANSIENT as exc:
