@@ -357,6 +357,33 @@ EQUIVALENT.update(
             "ms turned into seconds by 1001 for 1000: a pause or a pool wait 0.1% shorter, which no "
             "answer depends on and no timing can tell from scheduling jitter",
         ),
+        f"{_ASYNC_REDIS}_failure__mutmut_1": (
+            "the default run id is read only with a tool_call_id, and every caller that passes a "
+            "tool_call_id passes its run id"
+        ),
+        **{
+            f"{_ASYNC_REDIS}_send_complete__mutmut_{n}": (
+                "the staging SET without NX (or nx=False): the staging key's name carries a nonce "
+                "drawn for this one completion plan, so only the plan's own resend writes it again, "
+                "with the same value; at most its PX restarts"
+            )
+            for n in (15, 17, 44)
+        },
+        **{
+            f"invocation_store.adapters._redis_common.x_resp2_connection__mutmut_{n}": (
+                "the maintenance-notification settings left in the RESP2 probe's connection: "
+                "redis-py 8 ignores them on RESP2 (checked with enabled=True against the old-server "
+                "fake); the pop is kept for the older redis-py releases the project allows"
+            )
+            for n in (9, 10, 11, 12, 13, 15)
+        },
+        **{
+            f"invocation_store.adapters._redis_server.x__fields__mutmut_{n}": (
+                "zip without strict=True over the even and odd items of a list of even length "
+                "(checked on the line before): of one length"
+            )
+            for n in (15, 19)
+        },
         f"{_ASYNC_REDIS}_old_server__mutmut_7": (
             "INFO with no section for INFO server: the default sections include server, the only "
             "field read (redis_version); only the reply is longer"

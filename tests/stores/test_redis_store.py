@@ -953,3 +953,70 @@ def test_a_staged_raw_response_on_a_client_that_pins_its_connection(
             driver.close()
             if flavour == "sync":
                 pinned.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("pinned", [False, True], ids=["held-connection", "pipeline"])
+def test_a_staged_completion_is_one_set_nx_px_and_one_script_and_its_key_lapses(
+    private_redis_url: str, clock: FakeClock, flavour: str, pinned: bool
+) -> None:
+    """CIS-STORE-5, CIS-TTL-3: a large raw response is staged with exactly ``SET <key> <raw> NX PX
+    STAGE_TTL_MS`` and then ``EVALSHA``: one round trip, no MULTI, no second send, on the store's
+    held connection and on a pipeline (a client that pins its connection). When the script never
+    runs (the scripts flushed again after the reload), the staging key left behind lapses within
+    STAGE_TTL_MS."""
+    prefix = _prefix()
+    loop: asyncio.AbstractEventLoop | None = None
+    if flavour == "sync":
+        client_: Any = redis.Redis.from_url(private_redis_url, single_connection_client=pinned)
+        store: Any = RedisStore(client_, prefix=prefix, clock=clock)
+    else:
+        loop = asyncio.new_event_loop()
+        client_ = redis.asyncio.Redis.from_url(private_redis_url, single_connection_client=pinned)
+        loop.run_until_complete(client_.initialize())
+        store = AsyncRedisStore(client_, prefix=prefix, clock=clock, owns_client=True)
+    driver = StoreDriver(store, flavour)
+    if loop is not None:
+        assert driver._loop is not None
+        driver._loop.close()
+        driver._loop = loop
+    big = "S" * (core.STAGE_ABOVE_BYTES + 1)
+    with redis.Redis.from_url(private_redis_url) as client:
+        try:
+            open_default_run(driver, clock(), byte_budget=10_000_000)
+            record = admitted(driver, request("one"))
+            driver.get(RUN, "one")  # the connections are made (HELLO) before MONITOR starts
+            with monitored(private_redis_url) as seen:
+                done = ready(record, clock(), raw=big)
+                assert driver.complete(record, done) == done
+            sent = [str(entry["command"]).split(" ") for entry in seen if entry["client_type"] != "lua"]
+            assert [parts[0].upper() for parts in sent] == ["SET", "EVALSHA"]
+            assert [part.upper() for part in sent[0][3:]] == ["NX", "PX", str(core.STAGE_TTL_MS)]
+            assert sent[0][1].startswith(f"{prefix}:")
+            assert ":stage:" in sent[0][1]
+            second = admitted(driver, request("two"))
+            real = store._recheck
+            if flavour == "sync":
+
+                def recheck() -> None:
+                    real()
+                    client.script_flush()
+
+                store._recheck = recheck
+            else:
+
+                async def recheck_async() -> None:
+                    await real()
+                    client.script_flush()
+
+                store._recheck = recheck_async
+            client.script_flush()
+            with pytest.raises(StoreUnavailableError) as caught:
+                driver.complete(second, ready(second, clock(), raw=big))
+            assert caught.value.cause == "NoScriptError"
+            (left,) = client.scan_iter(match=f"{prefix}:*:stage:*")
+            assert 0 < client.pttl(left) <= core.STAGE_TTL_MS
+        finally:
+            driver.close()
+            if flavour == "sync":
+                client_.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invocation_store.adapters import _redis_core as core
-from invocation_store.adapters._redis_decode import CorruptReplyError, decode_embedded
+from invocation_store.adapters._redis_decode import CorruptReplyError, decode_embedded, decode_record
 from invocation_store.kernel import ErrorCode, Limits, RunState, admit, open_run
 
 from ._support import RUN, request
@@ -179,8 +179,21 @@ def test_an_embedded_record_of_two_items_is_absent_and_fewer_is_corrupt(flag: by
     assert decode_embedded([flag, None], "run_1", "call_1") is None
     assert decode_embedded([flag, b"raw"], "run_1", "call_1") is None
     for short in ([flag], []):
-        with pytest.raises(CorruptReplyError, match="UnexpectedReply"):
+        with pytest.raises(CorruptReplyError) as caught:
             decode_embedded(short, "run_1", "call_1")
+        assert caught.value.cause == "UnexpectedReply"
+
+
+@pytest.mark.parametrize("flat", [[b"status"], [b"status", b"READY", b"run_id"], ["a", "b", "c"]])
+def test_a_record_reply_of_an_odd_number_of_items_is_an_unexpected_reply(flat: list[object]) -> None:
+    """CIS-STORE-6: a record read as a flat field/value list must pair up; an odd count (a field
+    without its value) is UnexpectedReply, for bytes and str replies, embedded or not."""
+    with pytest.raises(CorruptReplyError) as caught:
+        decode_record(flat, None, "run_1", "call_1")
+    assert caught.value.cause == "UnexpectedReply"
+    with pytest.raises(CorruptReplyError) as embedded:
+        decode_embedded([b"0", None, *flat], "run_1", "call_1")
+    assert embedded.value.cause == "UnexpectedReply"
 
 
 def test_a_durable_open_takes_back_only_the_run_this_call_stored() -> None:

@@ -153,7 +153,7 @@ def test_a_drifted_policy_is_named_as_changed_and_junk_is_never_echoed() -> None
         judge_policy({"maxmemory_policy": "x{secret}"}, allow_eviction=False)
     assert "secret" not in str(caught.value)
     judge_policy(b"# Memory\r\nmaxmemory_policy:noeviction\r\n", allow_eviction=False)
-    with pytest.raises(ValueError, match="NoPolicy"):
+    with pytest.raises(ValueError, match=r"^NoPolicy$"):
         judge_policy({}, allow_eviction=False)
 
 
@@ -221,7 +221,7 @@ def test_the_replica_rule(kind: str, raw_text: bool) -> None:
 
 def test_replies_of_the_wrong_shape_are_refused() -> None:
     """An error reply is raised (after the version); a reply list of the wrong length is ValueError."""
-    with pytest.raises(ValueError, match="UnexpectedReply"):
+    with pytest.raises(ValueError, match=r"^UnexpectedReply$"):
         judge_server(_replies("redis-7.0")[:-1], durability=Durability(), allow_eviction=False)
     replies = _replies("redis-7.0")
     replies[1] = redis.ResponseError("NOPERM")
@@ -282,9 +282,9 @@ def test_a_refused_probe_without_info_falls_back_on_what_hello_told() -> None:
     judge_hello_refused(unknown, {"redis_version": "7.0.15"})  # INFO decides: HELLO renamed away
     with pytest.raises(UnsupportedRedisError, match=r"found 6\.0\.9\)$"):
         judge_hello({b"server": b"redis", b"version": b"6.0.9"})
-    with pytest.raises(ValueError, match="NoVersion"):
+    with pytest.raises(ValueError, match=r"^NoVersion$"):
         judge_hello({b"server": b"redis"})
-    with pytest.raises(ValueError, match="NoVersion"):
+    with pytest.raises(ValueError, match=r"^NoVersion$"):
         judge_hello(b"OK")
 
 
@@ -368,10 +368,12 @@ def test_info_text_keeps_values_with_colons_and_skips_headers_and_blank_lines() 
 
 
 def test_version_6_2_0_exactly_is_accepted_on_every_path() -> None:
-    """CIS-STORE-7, CIS-DUR-8: the oldest supported version itself is accepted by the HELLO-refused
-    path and the RESP2 probe's reading; 6.1.9 is refused by both."""
+    """CIS-STORE-7, CIS-DUR-8: the oldest supported version itself is accepted by HELLO's reply, the
+    HELLO-refused path and the RESP2 probe's reading; 6.1.9 is refused by both."""
     refusal = redis.exceptions.ResponseError("unknown command 'HELLO'")
     for oldest in ("6.2.0", "6.2"):  # with or without its patch number
+        assert judge_hello({b"server": b"redis", b"version": oldest.encode()}) is True
+        assert judge_hello({"server": "redis", "version": oldest}) is True
         judge_hello_refused(refusal, {"redis_version": oldest})
         assert old_version_error(f"# Server\r\nredis_version:{oldest}\r\n".encode()) is None
     with pytest.raises(UnsupportedRedisError, match=r"6\.1\.9"):

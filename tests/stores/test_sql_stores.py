@@ -968,3 +968,28 @@ def test_a_completion_whose_locked_row_is_not_updated_is_unavailable_and_writes_
     store._answer = original
     assert store.get(RUN, "call_1") == before
     assert store.get_run(RUN) == run_before
+
+
+def test_postgres_reads_never_wait_for_a_writers_row_lock(postgres_dsn: str, clock: FakeClock) -> None:
+    """CIS-STORE-2, CIS-STORE-4: the run and list reads select without FOR UPDATE, so while another
+    transaction holds the run row locked (a create or completion in flight), get_run, calls and
+    completed answer at once from the committed row (the holder lets go only after 3 s)."""
+    prefix = f"cis_readlock_{secrets.token_hex(4)}_"
+    store = PostgresStore.from_dsn(postgres_dsn, prefix=prefix, clock=clock)
+    try:
+        opened = open_default_run(store, clock())
+        with psycopg.connect(postgres_dsn) as holder:
+            holder.execute(f"SELECT run_id FROM {prefix}runs WHERE run_id = %s FOR UPDATE", (RUN,))
+            release = threading.Timer(3.0, holder.rollback)
+            release.start()
+            try:
+                started = time.monotonic()
+                assert store.get_run(RUN) == opened
+                assert store.calls(RUN) == ()
+                assert store.completed(RUN) == ()
+                assert time.monotonic() - started < 1.0
+            finally:
+                release.cancel()
+    finally:
+        store.close()
+        drop_tables(postgres_dsn, prefix)
