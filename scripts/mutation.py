@@ -841,6 +841,13 @@ def _in_generated(name: str, generated: frozenset[str]) -> bool:
     return any(name.startswith(f"{module}.x") for module in generated)
 
 
+def _named(names: list[str], listed: list[str]) -> list[str]:
+    """The mutants of ``names`` that ``listed`` names: exactly, or by a prefix with a trailing ``*``."""
+    exact = {name for name in listed if not name.endswith("*")}
+    prefixes = tuple(name[:-1] for name in listed if name.endswith("*"))
+    return [name for name in names if name in exact or (prefixes and name.startswith(prefixes))]
+
+
 def run_scratch(
     target: str,
     sample: int | None,
@@ -861,7 +868,8 @@ def run_scratch(
     for ``mutmut run <names>`` after new tests); by default a temporary one is removed.
     ``tests`` replaces the target's test paths and ``skip`` adds test names to leave out
     (e.g. ``tests/`` for a second pass of a fast run's survivors against the whole suite);
-    ``names_file`` runs only the mutants it names, one per line, instead of a sample.
+    ``names_file`` runs only the mutants it names, one per line, instead of a sample (a line
+    ending in ``*`` names every mutant whose name starts with the rest: all of a function's).
     """
     only, target_tests, target_skip = TARGETS[target]
     tests = tests or target_tests
@@ -884,8 +892,7 @@ def run_scratch(
         typed = _caught_by_mypy(workdir) & set(names)
         generated = {name for name in names if _in_generated(name, _generated_modules())} - typed
         if names_file is not None:
-            listed = set(names_file.read_text(encoding="utf-8").split())
-            chosen = [name for name in names if name in listed]
+            chosen = _named(names, names_file.read_text(encoding="utf-8").split())
             label = f"{target} ({len(chosen)} named in {names_file.name}, tests {' '.join(tests)})"
         elif sample is None:
             chosen, label = names, f"{target} (every mutant)"
@@ -921,7 +928,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", action="append", default=[], help="mutate only this module (repeatable)")
     parser.add_argument("--tests", action="append", default=[], help="test path instead of the target's")
     parser.add_argument("--skip", action="append", default=[], help="a test name to leave out (repeatable)")
-    parser.add_argument("--names", type=Path, help="run only the mutants named in this file")
+    parser.add_argument(
+        "--names", type=Path, help="run only the mutants named in this file (a trailing * matches a prefix)"
+    )
     args = parser.parse_args(argv)
     if args.target == "kernel":
         return run_kernel(args.max_children)

@@ -118,3 +118,13 @@ def test_a_generated_file_changed_by_hand_fails_the_generator_check(tmp_path: Pa
     assert "range(MAX_ATTEMPTS)" in text
     target.write_text(text.replace("range(MAX_ATTEMPTS)", "range(MAX_ATTEMPTS + 1)", 1), encoding="utf-8")
     assert unasync.main(["--check"], root=tmp_path) != 0
+
+
+def test_a_names_file_selects_exact_names_and_trailing_star_prefixes() -> None:
+    """``--names``: a line is a mutant's name, or a prefix ending in ``*`` (every mutant of a function)."""
+    names = ["m.x_f__mutmut_1", "m.x_f__mutmut_2", "m.x_fg__mutmut_1", "m.x_g__mutmut_1"]
+    assert MUTATION._named(names, ["m.x_g__mutmut_1"]) == ["m.x_g__mutmut_1"]
+    assert MUTATION._named(names, ["m.x_f__mutmut_*"]) == ["m.x_f__mutmut_1", "m.x_f__mutmut_2"]
+    assert MUTATION._named(names, ["m.x_f*", "m.x_g__mutmut_1"]) == names
+    assert MUTATION._named(names, []) == []
+    assert MUTATION._named(names, ["m.x_f__mutmut_1*"]) == ["m.x_f__mutmut_1"]
