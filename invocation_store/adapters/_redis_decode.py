@@ -28,6 +28,7 @@ from ..kernel import (
     is_safe_id,
     is_well_formed,
     is_well_formed_outcome,
+    is_well_formed_run,
     lifetime_is_intact,
 )
 from ._redis_scripts import RUN_FIELDS
@@ -109,10 +110,18 @@ def _pairs(flat: Sequence[object]) -> dict[str, str]:
     return {decode_text(flat[i]): decode_text(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
+def _array(reply: object) -> Sequence[object]:
+    """A reply that must be an array (a list or tuple, as redis-py answers one); anything else
+    (an integer, a nil, a string, a map) is ``UnexpectedReply``, never a TypeError."""
+    if not isinstance(reply, list | tuple):
+        raise CorruptReplyError("UnexpectedReply")
+    return reply
+
+
 def _mapping(raw: Mapping[Any, object] | Sequence[object]) -> dict[str, str]:
     if isinstance(raw, Mapping):
         return {decode_text(k): decode_text(v) for k, v in raw.items()}
-    return _pairs(raw)
+    return _pairs(_array(raw))
 
 
 def decode_record(
@@ -160,7 +169,7 @@ def decode_record(
 
 def decode_embedded(items: Sequence[object], run_id: str, tool_call_id: str) -> CanonicalRecord | None:
     """A script's ``<"1"|"0">, <raw>, <field/value pairs...>`` as a record."""
-    if len(items) < 2:
+    if len(_array(items)) < 2:
         raise CorruptReplyError("UnexpectedReply")
     raw = items[1] if decode_text(items[0]) == "1" else None
     return decode_record(items[2:], raw, run_id, tool_call_id)
@@ -188,7 +197,7 @@ def decode_progress(values: Sequence[object], run_id: str, tool_call_id: str) ->
     ``IdentityMismatch`` when the record is not the one asked for (CIS-STORE-6,
     CIS-PERF-3). Expiry is not judged here.
     """
-    if len(values) != _PROGRESS_WIDTH:
+    if len(_array(values)) != _PROGRESS_WIDTH:
         raise CorruptReplyError("UnexpectedReply")
     return _decode_progress(
         [_as_bytes(value) for value in values], run_id.encode(), run_id, tool_call_id.encode(), tool_call_id
@@ -249,12 +258,15 @@ def decode_progress_reply(
     ]
 
 
+_RUN_STATUSES: Final = frozenset(status.value for status in RunStatus)
+
+
 def decode_run(values: Sequence[object], run_id: str) -> RunState | None:
     """Decode run values in RUN_FIELDS order (HMGET or a script reply); ``None`` if absent.
 
     Raises :class:`CorruptReplyError` for a partial or foreign run (CIS-STORE-6).
     """
-    if len(values) != len(RUN_FIELDS):
+    if len(_array(values)) != len(RUN_FIELDS):
         raise CorruptReplyError("UnexpectedReply")
     missing = sum(value is None for value in values)
     if missing:
@@ -264,7 +276,9 @@ def decode_run(values: Sequence[object], run_id: str) -> RunState | None:
     text = [value if type(value) is str else decode_text(value) for value in values]
     if text[0] != run_id:
         raise CorruptReplyError("IdentityMismatch")
-    return RunState(
+    if text[1] not in _RUN_STATUSES:
+        raise CorruptReplyError("CorruptRun")
+    run = RunState(
         run_id=run_id,
         status=RunStatus(text[1]),
         opened_at_ms=decode_int(text[2]),
@@ -276,11 +290,14 @@ def decode_run(values: Sequence[object], run_id: str) -> RunState | None:
         tool_calls_used=decode_int(text[8]),
         bytes_used=decode_int(text[9]),
     )
+    if not is_well_formed_run(run):
+        raise CorruptReplyError("CorruptRun")
+    return run
 
 
 def decode_ids(values: Sequence[object]) -> tuple[str, ...]:
     """Decode a LIST of tool_call_ids; each must be a safe id (CIS-STORE-6)."""
-    ids = tuple(decode_text(value) for value in values)
+    ids = tuple(decode_text(value) for value in _array(values))
     if not all(is_safe_id(tcid) for tcid in ids):
         raise CorruptReplyError("CorruptList")
     return ids
@@ -347,7 +364,7 @@ def finish_ttl(
     ``None`` if absent or expired. A record without a Redis TTL is corrupt (it would
     never expire).
     """
-    if len(fields) != 3 or not isinstance(pttl, int):
+    if len(_array(fields)) != 3 or not isinstance(pttl, int):
         raise CorruptReplyError("UnexpectedReply")
     if all(value is None for value in fields):
         return None

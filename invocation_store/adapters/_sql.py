@@ -58,6 +58,7 @@ from ..kernel import (
     decide_completion,
     is_safe_id,
     is_well_formed,
+    is_well_formed_run,
     lapsed,
     live,
     open_run,
@@ -362,22 +363,15 @@ class Statements:
         now = yield NOW
         result = admit(run, existing, request, limits, now)
         if isinstance(result, Admission) and not result.replayed:
-            yield from self.write_admission(result.record, result.run, append_call=result.append_call)
+            yield from self.write_admission(result.record, result.run)
         return result
 
-    def write_admission(
-        self, record: CanonicalRecord, run: RunState, *, append_call: bool = True, on_conflict: str = ""
-    ) -> Steps:
-        """Write an Admission's effects: the record (over a lapsed one), the run's usage, the call append.
-
-        ``on_conflict`` (e.g. ``"DO NOTHING"``) is added to the call-list insert: only a
-        planted racy store uses it, to write a decision it took outside the locks.
-        """
+    def write_admission(self, record: CanonicalRecord, run: RunState) -> Steps:
+        """Write a (not replayed) Admission's effects: the record (over a lapsed one), the run's
+        usage, and the call appended to the run's call list (``Admission.append_call``)."""
         yield Execute(self.upsert_record, _record_row(record))
         yield Execute(self.update_run, (*_run_row(run)[1:], run.run_id))
-        if append_call:
-            suffix = f" ON CONFLICT {on_conflict}" if on_conflict in ("DO NOTHING",) else ""
-            yield Execute(self.insert_call + suffix, (record.run_id, record.sequence, record.tool_call_id))
+        yield Execute(self.insert_call, (record.run_id, record.sequence, record.tool_call_id))
 
     def complete(self, before: CanonicalRecord, after: CanonicalRecord) -> Steps:
         """Kernel ``decide_completion`` on the locked rows; its effects written (CIS-STORE-3, CIS-RUN-6)."""
@@ -488,6 +482,8 @@ def _run_from(row: Sequence[Any], run_id: str) -> RunState:
         raise CorruptRecordError(run_id, {"": "CorruptRun"}) from None
     if run.run_id != run_id:
         raise CorruptRecordError(run_id, {"": "IdentityMismatch"})
+    if not is_well_formed_run(run):
+        raise CorruptRecordError(run_id, {"": "CorruptRun"})
     return run
 
 

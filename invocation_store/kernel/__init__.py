@@ -62,7 +62,15 @@ from ._refs import (
     classify,
     project_progress,
 )
-from ._runs import RUN_TRANSITIONS, RunOp, cancel_run, check_run_parameters, close_run, open_run
+from ._runs import (
+    RUN_TRANSITIONS,
+    RunOp,
+    cancel_run,
+    check_run_parameters,
+    close_run,
+    is_well_formed_run,
+    open_run,
+)
 from ._sizes import record_bytes, text_bytes, text_exceeds, utf8_len
 from ._state import (
     FAILURE_CODES,
@@ -159,6 +167,7 @@ __all__ = [
     "is_safe_id",
     "is_well_formed",
     "is_well_formed_outcome",
+    "is_well_formed_run",
     "is_well_formed_view",
     "lapsed",
     "lifetime_is_intact",

@@ -20,7 +20,15 @@ from ._codes import ErrorCode
 from ._ids import is_safe_id
 from ._models import MAX_SAFE_INT, RunState, RunStatus, check_now
 
-__all__ = ["RUN_TRANSITIONS", "RunOp", "cancel_run", "check_run_parameters", "close_run", "open_run"]
+__all__ = [
+    "RUN_TRANSITIONS",
+    "RunOp",
+    "cancel_run",
+    "check_run_parameters",
+    "close_run",
+    "is_well_formed_run",
+    "open_run",
+]
 
 
 class RunOp(enum.StrEnum):
@@ -68,6 +76,35 @@ def check_run_parameters(
     assert isinstance(ttl_ms, int)
     if deadline_ms + ttl_ms > MAX_SAFE_INT:
         raise ValueError("deadline_ms + ttl_ms must be at most 2**53 - 1")
+
+
+def is_well_formed_run(run: RunState) -> bool:
+    """True if ``run`` is a state :func:`open_run` and the kernel's later updates can produce.
+
+    The id is safe, the status a :class:`RunStatus`; its eight integers (times in ms,
+    budgets, usage) exact ints in ``[0, 2**53 - 1]``, the TTL at least 1 and
+    ``expires_at_ms == deadline_ms + ttl_ms`` (set once, by :func:`open_run`). Usage
+    is not compared with the budgets. Stores decoding a stored run (a tampered or
+    corrupted one) answer STORE_UNAVAILABLE (``CorruptRun``) when this is False
+    (CIS-STORE-6), as :func:`~invocation_store.kernel.is_well_formed` is for records.
+    """
+    numbers = (
+        run.opened_at_ms,
+        run.deadline_ms,
+        run.ttl_ms,
+        run.expires_at_ms,
+        run.tool_call_budget,
+        run.byte_budget,
+        run.tool_calls_used,
+        run.bytes_used,
+    )
+    return (
+        is_safe_id(run.run_id)
+        and isinstance(run.status, RunStatus)
+        and all(type(value) is int and 0 <= value <= MAX_SAFE_INT for value in numbers)
+        and run.ttl_ms >= 1
+        and run.expires_at_ms == run.deadline_ms + run.ttl_ms
+    )
 
 
 def open_run(

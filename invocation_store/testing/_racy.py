@@ -55,7 +55,7 @@ def racy_postgres_store(store: Any, gap_s: float = 0.002) -> Any:
     store that trusts its read would). Two workers in the gap both admit one key, or
     both spend the last unit of budget: ``check-history`` must catch it.
     """
-    from ..adapters._sql import NOW  # noqa: PLC0415 - only for this test double
+    from ..adapters._sql import NOW, Execute  # noqa: PLC0415 - only for this test double
 
     sql = store._sql
 
@@ -73,7 +73,13 @@ def racy_postgres_store(store: Any, gap_s: float = 0.002) -> Any:
             record, new_run = result.record, result.run
 
             def write() -> Any:
-                yield from sql.write_admission(record, new_run, on_conflict="DO NOTHING")
+                # The store's own writes, with the call-list insert told to skip a row another
+                # racing create wrote (its decision was taken outside the locks).
+                for step in sql.write_admission(record, new_run):
+                    if isinstance(step, Execute) and step.sql == sql.insert_call:
+                        yield Execute(step.sql + " ON CONFLICT DO NOTHING", step.params)
+                    else:
+                        yield step
 
             store._do(write)
         return result

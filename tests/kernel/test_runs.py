@@ -24,6 +24,7 @@ from invocation_store.kernel import (
     close_run,
     decide_complete,
     duplicate_code,
+    is_well_formed_run,
     open_run,
     record_bytes,
     run_usage_after,
@@ -283,3 +284,54 @@ def test_failed_admission_never_creates_a_record() -> None:
         assert result in (ErrorCode.MISSING_TOOL_CALL_ID, ErrorCode.UNSAFE_TOOL_CALL_ID)
         assert not isinstance(result, Admission)
     assert run.tool_calls_used == 0
+
+
+def _opened() -> RunState:
+    run = open_run(
+        run_id="run_1", now_ms=1_000, deadline_ms=5_000, ttl_ms=2_000, tool_call_budget=3, byte_budget=100
+    )
+    assert isinstance(run, RunState)
+    return run
+
+
+def test_every_run_the_kernel_makes_is_well_formed() -> None:
+    """CIS-STORE-6: a fresh run, a run with usage, a cancelled and a closed one are well formed;
+    budgets of 0 and usage above a budget are not judged."""
+    run = _opened()
+    assert is_well_formed_run(run)
+    assert is_well_formed_run(attrs.evolve(run, tool_calls_used=3, bytes_used=100))
+    assert is_well_formed_run(attrs.evolve(run, tool_calls_used=9, tool_call_budget=0, byte_budget=0))
+    for ended in (cancel_run(run, 2_000), close_run(run, 2_000)):
+        assert isinstance(ended, RunState)
+        assert is_well_formed_run(ended)
+    assert is_well_formed_run(attrs.evolve(run, opened_at_ms=0, deadline_ms=0, ttl_ms=1, expires_at_ms=1))
+    top = 2**53 - 1
+    assert is_well_formed_run(attrs.evolve(run, deadline_ms=top - 1, ttl_ms=1, expires_at_ms=top))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"run_id": "run 1"},
+        {"run_id": ""},
+        {"status": "ACTIVE"},
+        {"opened_at_ms": -1},
+        {"deadline_ms": -1, "expires_at_ms": 1_999},
+        {"ttl_ms": 0, "expires_at_ms": 5_000},
+        {"ttl_ms": -1, "expires_at_ms": 4_999},
+        {"expires_at_ms": 7_001},
+        {"expires_at_ms": 6_999},
+        {"tool_call_budget": -1},
+        {"byte_budget": -1},
+        {"tool_calls_used": -1},
+        {"bytes_used": -1},
+        {"bytes_used": 2**53},
+        {"deadline_ms": 2**53, "expires_at_ms": 2**53 + 2_000},
+        {"tool_calls_used": True},
+        {"bytes_used": 1.0},
+    ],
+)
+def test_a_run_no_transition_makes_is_not_well_formed(change: dict[str, Any]) -> None:
+    """CIS-STORE-6: an unsafe id, a status that is not a RunStatus, any integer outside
+    [0, 2**53 - 1] or not an exact int, a TTL below 1, or an expiry other than deadline + TTL."""
+    assert not is_well_formed_run(attrs.evolve(_opened(), **change))

@@ -15,9 +15,11 @@ import pytest
 
 from invocation_store.adapters._redis_decode import (
     CorruptReplyError,
+    decode_embedded,
     decode_ids,
     decode_progress,
     decode_progress_reply,
+    decode_record,
     decode_run,
     finish_ttl,
 )
@@ -131,21 +133,26 @@ def test_a_progress_reply_of_the_wrong_shape_is_an_unexpected_reply(reply: Any) 
         assert caught.value.args == ("UnexpectedReply",)
 
 
-RUN_VALUES = [b"run_1", b"ACTIVE", b"5", b"100", b"50", b"55", b"10", b"1000", b"1", b"20"]
+RUN_VALUES = [b"run_1", b"ACTIVE", b"5", b"100", b"50", b"150", b"10", b"1000", b"1", b"20"]
 
 
 def test_run_values_decode_and_each_damage_has_its_cause() -> None:
     """CIS-STORE-6: a run's ten fields are its state; all nil is no run; some nil is CorruptRun;
-    another run's id is IdentityMismatch; another count of values is UnexpectedReply."""
+    a status no run has, or a run open_run never makes (the kernel's is_well_formed_run), is
+    CorruptRun; another run's id is IdentityMismatch; another count of values is UnexpectedReply."""
     state = decode_run(RUN_VALUES, "run_1")
     assert state is not None
-    assert (state.tool_call_budget, state.bytes_used, state.expires_at_ms) == (10, 20, 55)
+    assert (state.tool_call_budget, state.bytes_used, state.expires_at_ms) == (10, 20, 150)
     assert decode_run([value.decode() for value in RUN_VALUES], "run_1") == state
     assert decode_run([None] * len(RUN_VALUES), "run_1") is None
     for values, cause in (
         ([None, *RUN_VALUES[1:]], "CorruptRun"),
         ([*RUN_VALUES[:-1], None], "CorruptRun"),
         ([b"run_2", *RUN_VALUES[1:]], "IdentityMismatch"),
+        ([RUN_VALUES[0], b"PAUSED", *RUN_VALUES[2:]], "CorruptRun"),  # no such run status
+        ([RUN_VALUES[0], b"active", *RUN_VALUES[2:]], "CorruptRun"),
+        ([*RUN_VALUES[:5], b"151", *RUN_VALUES[6:]], "CorruptRun"),  # not deadline + TTL
+        ([*RUN_VALUES[:3], b"150", b"0", b"150", *RUN_VALUES[6:]], "CorruptRun"),  # a TTL of 0
         (RUN_VALUES[:-1], "UnexpectedReply"),
         ([*RUN_VALUES, b"1"], "UnexpectedReply"),
     ):
@@ -229,3 +236,24 @@ def test_an_end_run_reply_of_the_wrong_shape_is_an_unexpected_reply(reply: Any) 
         with pytest.raises(CorruptReplyError) as caught:
             finish_end_run("run_1", cancel, reply)
         assert caught.value.args == ("UnexpectedReply",)
+
+
+@pytest.mark.parametrize("reply", [42, None, 3.5, b"run_1", "run_1", {"run_id": "run_1"}])
+@pytest.mark.parametrize("decoder", ["record", "embedded", "progress", "run", "ids", "ttl"])
+def test_a_reply_that_is_not_an_array_is_an_unexpected_reply(decoder: str, reply: object) -> None:
+    """CIS-STORE-6, CIS-STORE-8: where an array is expected (a record's pairs, a script's items,
+    progress or run values, a call list, HMGET's fields), an integer, a nil, a float, a string or a
+    map is UnexpectedReply (never a TypeError, never a map's keys read as ids)."""
+    decode = {
+        "record": lambda: decode_record(
+            reply if not isinstance(reply, dict) else [reply], None, "run_1", "call_1"
+        ),
+        "embedded": lambda: decode_embedded(reply, "run_1", "call_1"),  # type: ignore[arg-type]
+        "progress": lambda: decode_progress(reply, "run_1", "call_1"),  # type: ignore[arg-type]
+        "run": lambda: decode_run(reply, "run_1"),  # type: ignore[arg-type]
+        "ids": lambda: decode_ids(reply),  # type: ignore[arg-type]
+        "ttl": lambda: finish_ttl(reply, 5_000, "run_1", "call_1", 5),  # type: ignore[arg-type]
+    }[decoder]
+    with pytest.raises(CorruptReplyError) as caught:
+        decode()
+    assert caught.value.args == ("UnexpectedReply",)

@@ -45,7 +45,7 @@ from invocation_store.testing.redis_server import redis_server
 
 from . import _old_redis
 from ._old_redis import OldRedis, old_redis
-from ._support import LIMITS, RUN, TTL_MS, admitted, open_default_run, ready, record_key, request
+from ._support import LIMITS, RUN, TTL_MS, StoreDriver, admitted, open_default_run, ready, record_key, request
 
 pytestmark = pytest.mark.redis
 
@@ -695,3 +695,82 @@ def test_raw_sizes_refuse_a_reply_that_is_not_two_integers(
         with pytest.raises(StoreUnavailableError) as caught:
             asyncio.run(scenario())
     assert caught.value.cause == "UnexpectedReply"
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_reply_of_the_wrong_shape_is_unavailable_not_a_corrupt_record(
+    server_url: str, clock: FakeClock, flavour: str
+) -> None:
+    """CIS-DUR-7, CIS-STORE-8: only a stored record found damaged (its cause one of the record
+    causes) is a CorruptRecordError naming it; a reply of the wrong shape to a one-record operation
+    (a proxy's, a module's) says nothing about the record: STORE_UNAVAILABLE (UnexpectedReply)."""
+    prefix = f"shape-{flavour}"
+    store: Any = (
+        RedisStore.from_url(server_url, prefix=prefix, clock=clock)
+        if flavour == "sync"
+        else AsyncRedisStore.from_url(server_url, prefix=prefix, clock=clock)
+    )
+    driver = StoreDriver(store, flavour)
+    try:
+        open_default_run(driver, clock())
+        record = admitted(driver, request("call_1"))
+        if flavour == "sync":
+            store._io = lambda _send: [42, 42]  # a pipeline's two replies, or a script's, all wrong
+        else:
+
+            async def garbage(_send: object) -> object:
+                return [42, 42]
+
+            store._io = garbage
+        for operation in (
+            lambda: driver.ttl_remaining_ms(RUN, "call_1"),
+            lambda: driver.create(request("call_2"), LIMITS),
+            lambda: driver.complete(record, ready(record, clock())),
+        ):
+            with pytest.raises(StoreUnavailableError) as caught:
+                operation()
+            assert not isinstance(caught.value, CorruptRecordError)
+            assert caught.value.cause == "UnexpectedReply"
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_completion_told_to_resend_twice_is_an_unexpected_reply(
+    server_url: str, clock: FakeClock, flavour: str
+) -> None:
+    """CIS-STORE-5, CIS-STORE-8: COMPLETE_SCRIPT answers RESEND when the kept raw response is not the
+    expected one; the completion is sent once more with the raw response in full, and a second
+    RESEND is not a loop: STORE_UNAVAILABLE (UnexpectedReply) after exactly two sends."""
+    prefix = f"resend-{flavour}"
+    store: Any = (
+        RedisStore.from_url(server_url, prefix=prefix, clock=clock)
+        if flavour == "sync"
+        else AsyncRedisStore.from_url(server_url, prefix=prefix, clock=clock)
+    )
+    driver = StoreDriver(store, flavour)
+    sends: list[object] = []
+    try:
+        open_default_run(driver, clock())
+        record = admitted(driver, request("call_1"))
+        if flavour == "sync":
+
+            def resend(call: object) -> object:
+                sends.append(call)
+                return b"RESEND"
+
+            store._send_complete = resend
+        else:
+
+            async def resend_async(call: object) -> object:
+                sends.append(call)
+                return b"RESEND"
+
+            store._send_complete = resend_async
+        with pytest.raises(StoreUnavailableError) as caught:
+            driver.complete(record, ready(record, clock()))
+        assert caught.value.cause == "UnexpectedReply"
+        assert len(sends) == 2
+        assert sends[0] is not sends[1]  # the second carries the raw response in full
+    finally:
+        driver.close()

@@ -769,6 +769,37 @@ def test_a_row_that_does_not_decode_is_a_corrupt_record_named_by_id(
     assert store.get(RUN, "call_2") == kept
 
 
+@pytest.mark.parametrize(("column", "value"), [("status", "'PAUSED'"), ("tool_call_budget", "-1")])
+def test_a_run_row_that_does_not_decode_is_a_corrupt_run(
+    make_sql_store: Callable[..., Any], clock: FakeClock, column: str, value: str
+) -> None:
+    """CIS-STORE-6, CIS-DUR-12: a run row no transition makes (a status no run has, a negative
+    budget) is CorruptRecordError of the run with the cause CorruptRun (keyed by the empty id:
+    no call is named), on a read and on a write of the run."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    _execute(store, f"UPDATE {store._sql.prefix}runs SET {column} = {value} WHERE run_id = '{RUN}'")
+    for operation in (lambda: store.get_run(RUN), lambda: store.create(request("call_1"), LIMITS)):
+        with pytest.raises(CorruptRecordError) as caught:
+            operation()
+        assert caught.value.corrupt == {"": "CorruptRun"}
+        assert caught.value.run_id == RUN
+
+
+def test_a_row_under_an_unsafe_id_is_never_read(make_sql_store: Callable[..., Any], clock: FakeClock) -> None:
+    """CIS-ID-2: an unsafe tool_call_id is never looked up, even where an operator's hand left a
+    row under it: get and get_many answer None for it, and the safe ids still read."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    admitted(store, request("call_1"))
+    kept = admitted(store, request("call_2"))
+    _execute(
+        store, f"UPDATE {store._sql.prefix}records SET tool_call_id = 'bad id' WHERE tool_call_id = 'call_1'"
+    )
+    assert store.get(RUN, "bad id") is None
+    assert store.get_many(RUN, ["bad id", "call_2"]) == {"bad id": None, "call_2": kept}
+
+
 def test_no_sweep_runs_by_itself_with_an_interval_of_zero(
     make_sql_store: Callable[..., Any], clock: FakeClock
 ) -> None:
