@@ -384,6 +384,50 @@ EQUIVALENT.update(
             )
             for n in (15, 19)
         },
+        **dict.fromkeys(
+            (
+                *(f"invocation_store.adapters._sql.x__column_type__mutmut_{n}" for n in (15, 27)),
+                *(f"invocation_store.adapters._sql.x__ddl__mutmut_{n}" for n in (16, 17, 19, 20)),
+                f"invocation_store.adapters._sql.x{_SEP}Statements{_SEP}__init____mutmut_37",
+            ),
+            "only the case of SQL text with no quoted part (a type, a constraint, a clause, unquoted "
+            "column names): SQLite and PostgreSQL read keywords and unquoted identifiers without regard "
+            "to case",
+        ),
+        **dict.fromkeys(
+            (*(f"invocation_store.adapters._sql.x__column_type__mutmut_{n}" for n in (16, 17, 28)),),
+            "the branch taken for a type hint with no column type, or the text of its TypeError: "
+            "every field of RunState and CanonicalRecord takes the same branch either way (the "
+            "columns' types and NOT NULL are pinned by a test), so no hint reaches it",
+        ),
+        **{
+            f"invocation_store.adapters._sql.x__run_from__mutmut_{n}": (
+                "the key or text of an identity check no row can fail: the SELECT asks for the run_id "
+                "by exact equality"
+            )
+            for n in (24, 25, 26, 27)
+        },
+        **{
+            f"invocation_store.adapters._sql.x__run_from__mutmut_{n}": (
+                "zip without strict=True over a row of the SELECT's own column list: of one length"
+            )
+            for n in (9, 10)
+        },
+        **{
+            f"invocation_store.adapters._sql.x{_SEP}Statements{_SEP}_found__mutmut_{n}": (
+                "an identity check no row can fail: the SELECT asks for the wanted ids by exact "
+                "equality under the (run_id, tool_call_id) primary key, so no row is unwanted or seen "
+                "twice"
+            )
+            for n in (16, 23, 24, 25, 26)
+        },
+        **{
+            f"invocation_store.adapters._sql.x{_SEP}Statements{_SEP}__init____mutmut_{n}": (
+                "the default table prefix of Statements, which every store passes (names at 75f7e85; "
+                "the default is gone since)"
+            )
+            for n in (1, 2)
+        },
         f"{_ASYNC_REDIS}_old_server__mutmut_7": (
             "INFO with no section for INFO server: the default sections include server, the only "
             "field read (redis_version); only the reply is longer"

@@ -217,7 +217,7 @@ class Statements:
     letters, digits and ``_`` (``ValueError`` otherwise), since it is part of the SQL.
     """
 
-    def __init__(self, dialect: Dialect, prefix: str = "cis_") -> None:
+    def __init__(self, dialect: Dialect, prefix: str) -> None:
         if not prefix or not all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in prefix):
             raise ValueError("the table prefix is letters, digits and _")
         if prefix[0].isdigit():

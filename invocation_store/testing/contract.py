@@ -824,14 +824,15 @@ class StoreContract:
 
     def test_an_expired_key_can_be_admitted_again(self, make_driver: MakeDriver, clock: FakeClock) -> None:
         """CIS-TTL-4, CIS-TTL-1: once expired, the key is absent: a new invocation gets a fresh record and
-        TTL.
+        TTL, every field its own (another tool and arguments here: nothing of the lapsed record stays).
         """
         store = make_driver(clock)
         open_default_run(store, clock(), ttl_ms=1_000)
         record = admitted(store, request())
         late = ready(record, record.expires_at_ms - 1)
         clock.now = record.expires_at_ms
-        again = admitted(store, request())
+        again = admitted(store, request(tool_name="lookup", arguments='{"q": "snow"}'))
+        assert (again.tool_name, again.request_json) == ("lookup", '{"q": "snow"}')
         assert again.sequence == 2
         assert again.expires_at_ms == clock() + 1_000
         assert store.get(RUN, "call_1") == again

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 import pytest
@@ -272,6 +272,45 @@ def test_the_columns_change_only_with_the_schema_version() -> None:
     assert set(range(1, SCHEMA_VERSION)) == set(_sql.MIGRATIONS), "one migration step per older version"
 
 
+#: The columns of each table that may hold NULL (an outcome not reached yet, a raw response not
+#: stored), and those holding integers (ms, UTF-8 bytes, counts), at SCHEMA_VERSION.
+NULLABLE: Final = {
+    "runs": frozenset(),
+    "records": frozenset({"evidence_status", "error_code", "raw_response", "agent_result", "scope"}),
+}
+INTEGERS: Final = {
+    "runs": frozenset(_sql._RUN_COLUMNS[2:]),
+    "records": frozenset({"sequence", "created_at_ms", "updated_at_ms", "expires_at_ms"}),
+}
+
+
+def test_every_column_is_typed_and_not_null_unless_the_model_allows_none(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-STORE-9, CIS-STORE-6: a fresh database's tables refuse NULL in every column but those
+    the model leaves empty (an outcome not reached, a raw response not stored), and hold integers
+    (BIGINT) where the model has int and text elsewhere, so a hand-made row cannot leave out what
+    every record and run must have."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    for table in ("runs", "records"):
+        name = f"{store._sql.prefix}{table}"
+        if isinstance(store, SqliteStore):
+            rows = _execute(store, f"SELECT name, type, \"notnull\" FROM pragma_table_info('{name}')")
+            described = {column: (kind.upper(), bool(notnull)) for column, kind, notnull in rows}
+        else:
+            rows = _execute(
+                store,
+                "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                f"WHERE table_name = '{name}'",
+            )
+            described = {column: (kind.upper(), nullable == "NO") for column, kind, nullable in rows}
+        assert set(described) == set(_sql._RUN_COLUMNS if table == "runs" else _sql._RECORD_COLUMNS)
+        for column, (kind, not_null) in described.items():
+            assert not_null is (column not in NULLABLE[table]), (table, column)
+            assert kind == ("BIGINT" if column in INTEGERS[table] else "TEXT"), (table, column, kind)
+
+
 def _execute(store: Any, statement: str) -> list[tuple[Any, ...]]:
     """Run ``statement`` on the store's database, outside the store (committed at once)."""
     if isinstance(store, SqliteStore):
@@ -339,6 +378,59 @@ def test_a_failing_migration_changes_nothing(
         new.get_run(RUN)
     assert _execute(old, f"SELECT version FROM {old._sql.prefix}schema") == [(1,)]
     assert "note" not in _columns(old, "records")
+
+
+def test_a_schema_table_of_two_versions_is_refused_as_unreadable(
+    make_sql_store: Callable[..., Any], clock: FakeClock
+) -> None:
+    """CIS-STORE-9: the schema table holds one row; two (an operator's insert, two tools sharing a
+    prefix) say no one version, so first use is refused with the version unreadable, even when the
+    first row is this library's."""
+    store = make_sql_store(clock=clock)
+    open_default_run(store, clock())
+    _execute(store, f"INSERT INTO {store._sql.prefix}schema (version) VALUES ({SCHEMA_VERSION})")
+    later = make_sql_store(clock=clock, like=store)
+    with pytest.raises(SchemaError) as caught:
+        later.get_run(RUN)
+    assert caught.value.found is None
+    assert caught.value.operator_text().startswith("schema version unreadable in the database")
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["same-parameters", "other-parameters"])
+def test_reopening_a_lapsed_run_holds_its_row_against_a_concurrent_open(
+    make_sql_store: Callable[..., Any], clock: FakeClock, changed: bool
+) -> None:
+    """CIS-RUN-1, CIS-STORE-2: an open reads the lapsed run's row locked, so an open of the same run
+    in another transaction waits for it and then finds the fresh run: the same one (its
+    parameters) or INVALID_TRANSITION (other ones). Read unlocked, both would open it afresh and
+    the second write would replace the run the first open answered. The first pauses 0.3 s after
+    reading the row."""
+    store = make_sql_store(clock=clock)
+    other = make_sql_store(clock=clock, like=store)
+    open_default_run(store, clock(), ttl_ms=1_000)
+    clock.advance(10**6)  # the run lapsed (deadline + TTL long past)
+    original = store._answer
+    has_read = threading.Event()
+
+    def answer(conn: Any, step: object) -> Any:
+        reply = original(conn, step)
+        if isinstance(step, _sql.Fetch) and step.sql in (store._sql.lock_run, store._sql.select_run):
+            has_read.set()
+            time.sleep(0.3)
+        return reply
+
+    store._answer = answer
+    parameters = {"deadline_ms": clock() + 60_000, "ttl_ms": 60_000, "tool_call_budget": 4, "byte_budget": 99}
+    opened: list[object] = []
+    opener = threading.Thread(target=lambda: opened.append(store.open_run(RUN, **parameters)))
+    opener.start()
+    assert has_read.wait(10)
+    second = other.open_run(RUN, **{**parameters, "tool_call_budget": 5 if changed else 4})
+    opener.join(10)
+    (first,) = opened
+    assert isinstance(first, RunState)
+    assert other.get_run(RUN) == first
+    assert second == (ErrorCode.INVALID_TRANSITION if changed else first)
 
 
 def test_a_version_no_migration_starts_from_is_refused(
