@@ -428,6 +428,14 @@ EQUIVALENT.update(
             )
             for n in (1, 2)
         },
+        f"{_ASYNC_REDIS}_evalsha__mutmut_1": (
+            "a registered script called with client=None on the cluster path: redis-py's Script then "
+            "runs on the client it was registered on, the store's own"
+        ),
+        "invocation_store.adapters._redis_server.x__online_replicas__mutmut_4": (
+            "'slave' or digits for 'slave' and digits: of the fields INFO replication writes, only the "
+            "slave<N> lines hold a state= part, so no other field is ever counted"
+        ),
         f"{_ASYNC_REDIS}_old_server__mutmut_7": (
             "INFO with no section for INFO server: the default sections include server, the only "
             "field read (redis_version); only the reply is longer"

@@ -37,6 +37,7 @@ from invocation_store.adapters import (
     UnsupportedRedisError,
     call_key,
 )
+from invocation_store.adapters._async import redis as async_redis
 from invocation_store.adapters._sync import redis as sync_redis
 from invocation_store.cli import main
 from invocation_store.kernel import Admission, ErrorCode, EvidenceStatus, Projection
@@ -454,22 +455,60 @@ def test_the_async_store_and_boundary_isolate_a_corrupt_record_and_inspect_lists
     assert '"id": "call_1"' not in json.dumps(listing)
 
 
-def test_a_key_of_a_foreign_type_is_a_corrupt_record(server_url: str, clock: FakeClock) -> None:
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("include_raw", [True, False], ids=["with-raw", "lean"])
+def test_a_key_of_a_foreign_type_is_a_corrupt_record(
+    server_url: str, clock: FakeClock, flavour: str, include_raw: bool
+) -> None:
     """CIS-DUR-12: a record key holding another type (WRONGTYPE) is reported by id as WrongType; the
-    other records of the batch still read."""
-    prefix = "wrongtype"
-    store = RedisStore.from_url(server_url, prefix=prefix, clock=clock)
-    open_default_run(store, clock())
-    good = admitted(store, request("call_1"))
-    with redis.Redis.from_url(server_url) as client:
-        client.set(record_key(prefix, RUN, "call_2"), "not a hash", px=60_000)
-    with pytest.raises(CorruptRecordError) as caught:
-        store.get_many(RUN, ["call_1", "call_2"], include_raw=False)
-    assert caught.value.corrupt == {"call_2": "WrongType"}
-    assert caught.value.readable["call_1"] == good
-    with pytest.raises(CorruptRecordError):
-        store.get(RUN, "call_2")
-    store.close()
+    other records of the batch still read (the error reply is one record's, not the batch's), on
+    both flavours, with and without raw responses; a single read of it is CorruptRecordError."""
+    prefix = f"wrongtype-{flavour}-{include_raw}"
+    store: Any = (
+        RedisStore.from_url(server_url, prefix=prefix, clock=clock)
+        if flavour == "sync"
+        else AsyncRedisStore.from_url(server_url, prefix=prefix, clock=clock)
+    )
+    driver = StoreDriver(store, flavour)
+    try:
+        open_default_run(driver, clock())
+        good = admitted(driver, request("call_1"))
+        with redis.Redis.from_url(server_url) as client:
+            client.set(record_key(prefix, RUN, "call_2"), "not a hash", px=60_000)
+        with pytest.raises(CorruptRecordError) as caught:
+            driver.get_many(RUN, ["call_1", "call_2"], include_raw=include_raw)
+        assert caught.value.corrupt == {"call_2": "WrongType"}
+        assert caught.value.readable["call_1"] == good
+        with pytest.raises(CorruptRecordError):
+            driver.get(RUN, "call_2")
+    finally:
+        driver.close()
+
+
+def test_the_async_held_connection_is_taken_afresh_in_another_process(
+    server_url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CIS-STORE-9: the asyncio store's held connection belongs to the process that took it; seen
+    from another process id (a forked child), a fresh pool connection is taken, and the parent's is
+    never given back from there."""
+    store = AsyncRedisStore.from_url(server_url, prefix="held-pid", clock=clock)
+    held = store._held
+    assert held is not None
+    pid = os.getpid()
+
+    async def scenario() -> tuple[object, object, object]:
+        with held.lock:
+            first = await held.connection()
+            again = await held.connection()
+            monkeypatch.setattr(async_redis.os, "getpid", lambda: pid + 1)
+            child = await held.connection()
+        await held.release()
+        await store.close()
+        return first, again, child
+
+    first, again, child = asyncio.run(scenario())
+    assert again is first  # one process: the same connection every time
+    assert child is not first
 
 
 # -- CIS-DUR-3: policy drift -------------------------------------------------------------
