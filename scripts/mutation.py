@@ -432,6 +432,9 @@ EQUIVALENT.update(
             "a registered script called with client=None on the cluster path: redis-py's Script then "
             "runs on the client it was registered on, the store's own"
         ),
+        "invocation_store.adapters._redis_server.x__online_replicas__mutmut_22": (
+            "an empty replica line read as 'XXXX' for '': neither holds a state= part"
+        ),
         "invocation_store.adapters._redis_server.x__online_replicas__mutmut_4": (
             "'slave' or digits for 'slave' and digits: of the fields INFO replication writes, only the "
             "slave<N> lines hold a state= part, so no other field is ever counted"

@@ -217,6 +217,14 @@ def test_the_replica_rule(kind: str, raw_text: bool) -> None:
     offline[3] = offline[3].replace(b"state=online", b"state=wait_bgsave", 1)
     with pytest.raises(UnsafeServerError, match="has 1 online"):
         judge_server(offline, durability=mode, allow_eviction=False)
+    as_bytes = _replies(kind, durability=mode, replicas=2)  # a parser that keeps bytes keys
+    as_bytes[3] = {
+        **as_bytes[3],
+        "slave0": {b"ip": b"127.0.0.1", b"state": b"online"},
+        "slave1": {b"ip": b"127.0.0.1", b"state": b"wait_bgsave"},
+    }
+    with pytest.raises(UnsafeServerError, match="has 1 online"):
+        judge_server(as_bytes, durability=mode, allow_eviction=False)
 
 
 def test_replies_of_the_wrong_shape_are_refused() -> None:
