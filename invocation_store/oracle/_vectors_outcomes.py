@@ -49,6 +49,7 @@ from ..kernel import (
     is_live,
     is_own_create,
     is_well_formed,
+    is_well_formed_run,
     is_well_formed_view,
     lapsed,
     lifetime_is_intact,
@@ -370,6 +371,13 @@ def well_formed_view_outcome(vector: dict[str, Any]) -> dict[str, Any]:
     return {"well_formed": is_well_formed_view(_progress_view_from_json(vector["view"]))}
 
 
+def well_formed_run_outcome(vector: dict[str, Any]) -> dict[str, Any]:
+    """Whether a run state read back is one the kernel's transitions make (CIS-STORE-6)."""
+    run = run_from_json(vector["run"])
+    assert run is not None
+    return {"well_formed": is_well_formed_run(run)}
+
+
 #: The runner of each vector kind (``spec/vectors/README.md``, section "Kinds").
 RUNNERS: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "transition": transition_outcome,
@@ -389,6 +397,7 @@ RUNNERS: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "agent_view": agent_view_outcome,
     "failure_view": failure_view_outcome,
     "well_formed_view": well_formed_view_outcome,
+    "well_formed_run": well_formed_run_outcome,
     "read_view": read_view_outcome,
 }
 

@@ -48,6 +48,7 @@ def _of_kind(kind: str) -> list[dict[str, Any]]:
         "agent_view",
         "failure_view",
         "well_formed_view",
+        "well_formed_run",
     ],
 )
 def test_every_effect_vector_replays(kind: str) -> None:
@@ -147,3 +148,13 @@ def test_views_never_echo_an_unsafe_id_or_raw_data() -> None:
     hidden = [v for v in _of_kind("agent_view") if v["record"]["tool_call_id"] != "call_1"]
     assert hidden
     assert all(v["expect"]["view"]["tool_call_id"] is None for v in hidden)
+
+
+def test_the_run_vectors_say_well_formed_exactly_for_the_runs_the_kernel_makes() -> None:
+    """CIS-STORE-6: the well_formed_run vectors hold both answers, and each says what its label says."""
+    vectors = _of_kind("well_formed_run")
+    answers = {vector["id"]: vector["expect"]["well_formed"] for vector in vectors}
+    assert set(answers.values()) == {True, False}
+    for vector in vectors:
+        said = "not well formed" not in vector["description"]
+        assert vector["expect"]["well_formed"] is said, vector["id"]

@@ -35,6 +35,7 @@ from invocation_store.kernel import (
     Projection,
     RunState,
     is_well_formed,
+    is_well_formed_run,
 )
 from invocation_store.oracle import Oracle, RecordingBoundary, _compare
 from invocation_store.oracle._vectors_fixtures import (
@@ -99,11 +100,28 @@ def _fields(cls: type[Any]) -> list[tuple[str, Any, Any]]:
 
 
 def _distinct(cls: type[Any], base: Any) -> list[tuple[str, Any]]:
-    """For each field: (name, a copy of ``base`` with that field alone changed)."""
-    return [
+    """For each field: (name, a copy of ``base`` with that field alone changed).
+
+    A run keeps ``expires_at_ms == deadline_ms + ttl_ms`` (stores refuse any other as
+    CorruptRun): changing one of the three moves the one it determines too (the
+    deadline, for the expiry), so the changed field still differs from ``base``.
+    """
+    copies = [
         (name, attrs.evolve(base, **{name: _probe(name, hint, getattr(base, name))}))
         for name, hint, _d in _fields(cls)
     ]
+    if cls is RunState:
+        copies = [(name, _kept_whole(name, run)) for name, run in copies]
+        assert all(is_well_formed_run(run) for _name, run in copies)
+    return copies
+
+
+def _kept_whole(name: str, run: RunState) -> RunState:
+    if name in ("deadline_ms", "ttl_ms"):
+        return attrs.evolve(run, expires_at_ms=run.deadline_ms + run.ttl_ms)
+    if name == "expires_at_ms":
+        return attrs.evolve(run, deadline_ms=run.expires_at_ms - run.ttl_ms)
+    return run
 
 
 # -- ToolSpec through the recorder -----------------------------------------------------------

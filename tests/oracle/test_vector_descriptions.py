@@ -214,6 +214,8 @@ def _ttl(vector: dict[str, Any]) -> Iterator[bool]:
         if vector["kind"] == "well_formed":
             record = vector["record"]
             ttl = record["expires_at_ms"] - record["created_at_ms"]
+        elif vector["kind"] == "well_formed_run":
+            ttl = vector["run"]["ttl_ms"]
         else:
             ttl = (vector.get("event") or vector.get("parameters") or {}).get("ttl_ms")
         yield ttl == int(match.group(1))
