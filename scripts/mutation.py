@@ -505,12 +505,14 @@ TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
 }
 
 #: The ``[tool.mutmut]`` table of a scratch-copy run; ``{also}``, ``{only}``, ``{tests}``, ``{skip}``
-#: are filled in.
+#: are filled in. Each test gets 60 s (pytest-timeout; the suite's own limit is 600 s, and its
+#: slowest test takes about 15): mutmut's own limit counts CPU seconds, so a mutant that makes a
+#: test wait for ever (a retry loop that sleeps, a reply never read) held a worker for 600 s.
 SCRATCH_TABLE = """[tool.mutmut]
 source_paths = ["invocation_store/"]
 only_mutate = [{only}]
 also_copy = [{also}]
-pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-x"{skip}]
+pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-x", "-o", "timeout=60"{skip}]
 pytest_add_cli_args_test_selection = [{tests}]
 """
 
