@@ -432,6 +432,30 @@ EQUIVALENT.update(
             "a registered script called with client=None on the cluster path: redis-py's Script then "
             "runs on the client it was registered on, the store's own"
         ),
+        **{
+            f"invocation_store.adapters._redis_create.x__refused_create__mutmut_{n}": (
+                "admit without the plan's measured request_bytes: the kernel measures the same "
+                "request itself (the same UTF-8 byte count); only the cost differs"
+            )
+            for n in (31, 37)
+        },
+        "invocation_store.adapters._redis_decode.x_decode_run__mutmut_15": (
+            "a str value sent through decode_text instead of kept: decode_text answers a str as it is"
+        ),
+        **{
+            f"invocation_store.adapters._redis_server.x__online_replicas__mutmut_{n}": (
+                "a replica line's parts split at every '=' or from the right: no part of the lines "
+                "INFO writes (ip, port, state, offset, lag) holds a second '='"
+            )
+            for n in (28, 29, 31)
+        },
+        **{
+            f"{_ASYNC_REDIS}synced_now_ms__mutmut_{n}": (
+                "the text of a raise no path reaches ('pragma: no cover'): a reading whose local "
+                "instants are in order is always kept, so a reading just taken is there"
+            )
+            for n in (34, 35, 36)
+        },
         "invocation_store.adapters._redis_server.x__online_replicas__mutmut_22": (
             "an empty replica line read as 'XXXX' for '': neither holds a state= part"
         ),

@@ -37,7 +37,17 @@ from invocation_store.kernel import (
 from invocation_store.testing import FakeClock
 from invocation_store.testing.redis_server import redis_server
 
-from ._support import LIMITS, RUN, StoreDriver, open_default_run, ready, request
+from ._support import (
+    LIMITS,
+    RUN,
+    StoreDriver,
+    monitored,
+    name_and_key,
+    open_default_run,
+    ready,
+    record_key,
+    request,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -511,5 +521,38 @@ def test_an_open_resent_after_a_lost_reply_takes_back_the_run_it_stored(
         assert len(sends) == 2  # stored, reply lost; resent, found stored
         assert refused is ErrorCode.DURABILITY_NOT_REACHED
         assert driver.get_run(RUN) is None
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_replay_in_a_waiting_mode_touches_its_key_so_the_wait_is_about_it(
+    primary_and_replica: tuple[str, str], clock: FakeClock, flavour: str
+) -> None:
+    """CIS-DUR-2, CIS-ID-5: in a waiting mode, a replayed create (the same invocation) and a re-open
+    of a live run rewrite one field of their key with the value it holds, inside the script, so
+    that the WAIT sent with them counts the replica's copy of that key, not an older write of the
+    connection (a fresh connection has none: its WAIT would pass at once). Both answer as usual."""
+    primary, _replica = primary_and_replica
+    prefix = f"tdur-{flavour}-{secrets.token_hex(3)}"
+    store = _durable_store(flavour, primary, prefix, clock, Durability(replicas=1, timeout_ms=3000))
+    driver = StoreDriver(store, flavour)
+    try:
+        parameters = _run_parameters(clock())
+        opened = _open_when_the_replica_answers(driver, RUN, parameters)
+        call = request("call_1")
+        created = driver.create(call, LIMITS)
+        assert isinstance(created, Admission)
+        with monitored(primary) as seen:
+            again = driver.create(call, LIMITS)
+            reopened = driver.open_run(RUN, **parameters)
+        assert isinstance(again, Admission)
+        assert again.replayed
+        assert reopened == driver.get_run(RUN)  # the live run, with its usage
+        assert isinstance(reopened, RunState)
+        assert reopened.opened_at_ms == opened.opened_at_ms
+        scripted = [name_and_key(entry) for entry in seen if entry["client_type"] == "lua"]
+        assert ("HSET", record_key(prefix, RUN, "call_1")) in scripted
+        assert ("HSET", run_key(prefix, RUN)) in scripted
     finally:
         driver.close()

@@ -440,3 +440,33 @@ def test_the_async_store_answers_the_servers_clock_once_it_has_a_reading(
     fresh, read, server = asyncio.run(scenario())
     assert fresh >= server + 3_500_000
     assert server - 1_000 <= read <= server
+
+
+def test_synced_now_ms_reads_time_once_then_answers_from_its_reading(redis_url: str) -> None:
+    """CIS-STORE-10: the first synced_now_ms of a fresh asyncio store reads TIME (one round trip);
+    after that it answers from the reading it holds, sending nothing, never below the last answer."""
+
+    async def scenario() -> tuple[int, list[int], int, int]:
+        store = AsyncRedisStore.from_url(redis_url)
+        sent: list[object] = []
+        real = store._on_every_node
+
+        async def counted(commands: Any) -> Any:
+            sent.append(commands)
+            return await real(commands)
+
+        store._on_every_node = counted  # type: ignore[method-assign]
+        try:
+            first = await store.synced_now_ms()
+            rounds = len(sent)
+            later = [await store.synced_now_ms() for _ in range(3)]
+            return first, later, rounds, len(sent)
+        finally:
+            await store.close()
+
+    first, later, rounds, total = asyncio.run(scenario())
+    assert rounds == 1
+    assert total == 1  # no TIME after the first
+    assert later == sorted(later)
+    assert later[0] >= first
+    assert abs(first - _server_ms(redis_url)) < 2_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from invocation_store.adapters import RetryPolicy
 from invocation_store.adapters import _redis_core as core
 from invocation_store.adapters._redis_decode import CorruptReplyError, decode_embedded, decode_record
 from invocation_store.kernel import ErrorCode, Limits, RunState, admit, open_run
@@ -213,3 +214,27 @@ def test_a_durable_open_takes_back_only_the_run_this_call_stored() -> None:
     assert core.takes_back(existing.encode(), found, resent=True, not_before_ms=found.opened_at_ms)
     assert not core.takes_back(existing.encode(), found, resent=True, not_before_ms=found.opened_at_ms + 1)
     assert not core.takes_back(existing.encode(), found, resent=True, not_before_ms=None)
+
+
+def test_a_create_refusal_with_items_after_it_is_an_unexpected_reply() -> None:
+    """CIS-STORE-8: CREATE_SCRIPT's refusal is one status line ("ERR <code> <now> [<run>]"); a refusal
+    that comes with array items (a record, as only a duplicate's REPLAY carries) is UnexpectedReply."""
+    plan = _plan()
+    refusal = f"ERR TOOL_BUDGET_EXHAUSTED {NOW} " + _run_tail(
+        used=5, used_bytes=0, budget=5, byte_budget=99, deadline=NOW + 9
+    )
+    code, _decided_at = core.finish_create(plan, refusal.encode())
+    assert code is ErrorCode.TOOL_BUDGET_EXHAUSTED  # the same refusal alone stands
+    with pytest.raises(core.CorruptReplyError) as caught:
+        core.finish_create(plan, [refusal.encode(), b"1", b"raw"])
+    assert caught.value.cause == "UnexpectedReply"
+
+
+@pytest.mark.parametrize("field", ["budget_ms", "first_delay_ms", "max_delay_ms"])
+@pytest.mark.parametrize("value", [-1, 1.5, True, "5"])
+def test_a_retry_policy_takes_non_negative_int_milliseconds(field: str, value: object) -> None:
+    """CIS-DUR-4: every RetryPolicy time is a non-negative int of ms; anything else is refused when
+    the policy is built, saying so."""
+    with pytest.raises(ValueError, match=r"^retry times are non-negative int milliseconds$"):
+        RetryPolicy(**{field: value})  # type: ignore[arg-type]
+    assert getattr(RetryPolicy(**{field: 0}), field) == 0
