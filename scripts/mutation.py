@@ -456,6 +456,16 @@ EQUIVALENT.update(
             )
             for n in (34, 35, 36)
         },
+        f"invocation_store.adapters._redis_clock.x{_SEP}ServerClock{_SEP}now_ms__mutmut_9": (
+            "<= for < against the last answer: when equal, the value and the last are the same number"
+        ),
+        **{
+            f"invocation_store.adapters._redis_reads.x__same__mutmut_{n}": (
+                "zip without strict=True over the check fields and a check of their length (checked "
+                "on the line before): of one length"
+            )
+            for n in (16, 17)
+        },
         "invocation_store.adapters._redis_server.x__online_replicas__mutmut_22": (
             "an empty replica line read as 'XXXX' for '': neither holds a state= part"
         ),

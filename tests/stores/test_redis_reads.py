@@ -13,6 +13,7 @@ import redis.asyncio
 
 from invocation_store.adapters import AsyncRedisStore, RedisStore, StoreUnavailableError
 from invocation_store.adapters._redis_core import run_keys
+from invocation_store.adapters._redis_decode import CorruptReplyError
 from invocation_store.adapters._redis_reads import (
     MAX_ATTEMPTS,
     SNAPSHOT_FIELDS,
@@ -212,3 +213,22 @@ def test_an_unsafe_id_is_never_read_even_where_a_key_would_be(
             client.delete(keys.record(unsafe))
     finally:
         driver.close()
+
+
+def test_a_record_hash_read_as_flat_pairs_decides_as_a_mapping() -> None:
+    """CIS-STORE-6: HGETALL answered as a flat field/value array (a client without redis-py's reply
+    callbacks, RESP2) decides exactly as the mapping does, bytes or str; an odd array, or a check
+    of another length, is UnexpectedReply."""
+    as_mapping = decide_snapshot([HASH, 900, None, SAME], RUN, ["call_1"], include_raw=True)
+    flat = [part for pair in HASH.items() for part in pair]
+    for pairs in (flat, tuple(flat), [part.decode() for part in flat]):
+        check = SAME if isinstance(pairs[0], bytes) else [value.decode() for value in SAME]
+        snapshot = decide_snapshot([pairs, 900, None, check], RUN, ["call_1"], include_raw=True)
+        assert snapshot.records == as_mapping.records
+        assert snapshot.unstable == []
+        lean = decide_snapshot([pairs, 900], RUN, ["call_1"], include_raw=False)
+        assert lean.records == as_mapping.records
+    for replies in ([flat[:-1], 900, None, SAME], [HASH, 900, None, SAME[:-1]], [HASH, 900, None, b"x"]):
+        with pytest.raises(CorruptReplyError) as caught:
+            decide_snapshot(replies, RUN, ["call_1"], include_raw=True)
+        assert caught.value.cause == "UnexpectedReply"
