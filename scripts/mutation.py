@@ -466,6 +466,10 @@ EQUIVALENT.update(
             )
             for n in (16, 17)
         },
+        "invocation_store.adapters._redis_reads.x_decide_snapshot__mutmut_14": (
+            "the check replies sliced off without raw responses too: they are read only with raw "
+            "responses"
+        ),
         "invocation_store.adapters._redis_server.x__online_replicas__mutmut_22": (
             "an empty replica line read as 'XXXX' for '': neither holds a state= part"
         ),

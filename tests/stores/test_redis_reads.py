@@ -228,7 +228,34 @@ def test_a_record_hash_read_as_flat_pairs_decides_as_a_mapping() -> None:
         assert snapshot.unstable == []
         lean = decide_snapshot([pairs, 900], RUN, ["call_1"], include_raw=False)
         assert lean.records == as_mapping.records
-    for replies in ([flat[:-1], 900, None, SAME], [HASH, 900, None, SAME[:-1]], [HASH, 900, None, b"x"]):
+    for replies in (
+        [flat[:-1], 900, None, SAME],
+        [42, 900, None, SAME],
+        [HASH, 900, None, SAME[:-1]],
+        [HASH, 900, None, b"x"],
+    ):
         with pytest.raises(CorruptReplyError) as caught:
             decide_snapshot(replies, RUN, ["call_1"], include_raw=True)
+        assert caught.value.cause == "UnexpectedReply"
+
+
+def test_each_record_of_a_batch_is_decided_on_its_own() -> None:
+    """CIS-DUR-7, CIS-DUR-9: in one batch, a record that moved between the reads is read again while
+    the next is decided as usual; an error reply to one record's check (WRONGTYPE) marks that record
+    corrupt (WrongType), not the batch; a reply count other than the commands sent is UnexpectedReply."""
+    second = {**HASH, b"tool_call_id": b"call_2"}
+    moved = [b"READY", b"9", b"tok"]
+    snapshot = decide_snapshot(
+        [HASH, 900, b"raw", second, 900, None, moved, SAME], RUN, ["call_1", "call_2"], include_raw=True
+    )
+    assert snapshot.unstable == ["call_1"]
+    record = snapshot.records["call_2"]
+    assert record is not None
+    assert record.tool_call_id == "call_2"
+    wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+    snapshot = decide_snapshot([HASH, 900, None, wrong], RUN, ["call_1"], include_raw=True)
+    assert snapshot.corrupt == {"call_1": "WrongType"}
+    for replies, include_raw in (([HASH, 900, None], True), ([HASH], False), ([HASH, 900, 1], False)):
+        with pytest.raises(CorruptReplyError) as caught:
+            decide_snapshot(replies, RUN, ["call_1"], include_raw=include_raw)
         assert caught.value.cause == "UnexpectedReply"
