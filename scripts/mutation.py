@@ -15,9 +15,11 @@ modules, each mutant checked by the fast kernel tests, ``tests/kernel``). ``boun
 ``adapters`` (:data:`TARGETS`) run it in a scratch copy of the tracked files whose table
 mutates every module of ``invocation_store/boundary/`` (checked by ``tests/boundary`` and
 ``tests/adversarial``) or of ``invocation_store/adapters/`` (checked by ``tests/stores``,
-on a Redis server, a Redis Cluster and a PostgreSQL server the script starts once for the
-whole run: :func:`_shared_servers`). There, every mutant is first
-type-checked (``mypy --strict``, as CI runs it: a mutant it rejects counts as caught),
+``tests/boundary``, ``tests/adversarial`` and the lazy-import test, on a Redis server, a
+Redis Cluster and a PostgreSQL server the script starts once for the whole run:
+:func:`_shared_servers`). There, every mutant is first type-checked (``mypy --strict``, as
+CI runs it: a mutant it rejects counts as caught; a mutant of a generated ``_sync`` file
+counts as caught by the generator check, see :func:`_generated_modules`),
 each mutant's tests run fastest first, and every functools cache of the package is
 emptied before each test (see :data:`SCRATCH_CONFTEST`). Each run prints one line::
 
@@ -467,8 +469,7 @@ EQUIVALENT.update(
             for n in (16, 17)
         },
         "invocation_store.adapters._redis_reads.x_decide_snapshot__mutmut_14": (
-            "the check replies sliced off without raw responses too: they are read only with raw "
-            "responses"
+            "the check replies sliced off without raw responses too: they are read only with raw responses"
         ),
         "invocation_store.adapters._redis_server.x__online_replicas__mutmut_22": (
             "an empty replica line read as 'XXXX' for '': neither holds a state= part"
@@ -526,12 +527,14 @@ EQUIVALENT.update(
 
 #: What each scratch-copy target mutates, the tests that check its mutants, and tests left out.
 TARGETS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    # Every module of the stores (memory, Redis, SQL) and their reply checks. The tests that
+    # Every module of the stores (memory, Redis, SQL) and their reply checks, checked by the store
+    # tests, the boundary's and the adversarial ones (which drive the stores through the boundary)
+    # and the lazy-import test (the package's __dir__). The tests that
     # compare the store Protocol's attribute names with a class's see mutmut's trampolines
     # there, so they are left out of this run (they check a shape, not a behaviour).
     "adapters": (
         ("invocation_store/adapters/*",),
-        ("tests/stores/",),
+        ("tests/stores/", "tests/boundary/", "tests/adversarial/", "tests/test_lazy_import.py"),
         (
             "test_forwarding_store_names_every_operation",
             "test_async_forwarding_store_and_the_async_face_name_every_operation",
