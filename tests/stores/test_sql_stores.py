@@ -162,17 +162,9 @@ def test_a_transaction_aborted_at_any_write_writes_nothing(
         assert _state(store) == after, (operation, position)
 
 
-@pytest.mark.parametrize("cancel", [True, False])
-def test_ending_a_run_holds_its_row_against_a_concurrent_create(
-    make_sql_store: Callable[..., Any], clock: FakeClock, cancel: bool
-) -> None:
-    """CIS-RUN-2, CIS-STORE-2: a cancel or close reads the run row locked, so a create in another
-    transaction waits for it and then sees the ended run (RUN_INACTIVE). Read unlocked, the create
-    would be admitted in between and the end would write back the usage it read: a call whose
-    charge the run no longer shows. The end pauses 0.3 s after reading the row."""
-    store = make_sql_store(clock=clock)
-    other = make_sql_store(clock=clock, like=store)
-    open_default_run(store, clock())
+def _pausing_after_the_run_read(store: Any) -> threading.Event:
+    """Make ``store`` pause 0.3 s after each read of a run row (inside its transaction); the
+    returned event is set at the first such read."""
     original = store._answer
     has_read = threading.Event()
 
@@ -184,6 +176,21 @@ def test_ending_a_run_holds_its_row_against_a_concurrent_create(
         return reply
 
     store._answer = answer
+    return has_read
+
+
+@pytest.mark.parametrize("cancel", [True, False])
+def test_ending_a_run_holds_its_row_against_a_concurrent_create(
+    make_sql_store: Callable[..., Any], clock: FakeClock, cancel: bool
+) -> None:
+    """CIS-RUN-2, CIS-STORE-2: a cancel or close reads the run row locked, so a create in another
+    transaction waits for it and then sees the ended run (RUN_INACTIVE). Read unlocked, the create
+    would be admitted in between and the end would write back the usage it read: a call whose
+    charge the run no longer shows. The end pauses 0.3 s after reading the row."""
+    store = make_sql_store(clock=clock)
+    other = make_sql_store(clock=clock, like=store)
+    open_default_run(store, clock())
+    has_read = _pausing_after_the_run_read(store)
     ended: list[object] = []
     ender = threading.Thread(
         target=lambda: ended.append(store.cancel_run(RUN) if cancel else store.close_run(RUN))
@@ -409,17 +416,7 @@ def test_reopening_a_lapsed_run_holds_its_row_against_a_concurrent_open(
     other = make_sql_store(clock=clock, like=store)
     open_default_run(store, clock(), ttl_ms=1_000)
     clock.advance(10**6)  # the run lapsed (deadline + TTL long past)
-    original = store._answer
-    has_read = threading.Event()
-
-    def answer(conn: Any, step: object) -> Any:
-        reply = original(conn, step)
-        if isinstance(step, _sql.Fetch) and step.sql in (store._sql.lock_run, store._sql.select_run):
-            has_read.set()
-            time.sleep(0.3)
-        return reply
-
-    store._answer = answer
+    has_read = _pausing_after_the_run_read(store)
     parameters = {"deadline_ms": clock() + 60_000, "ttl_ms": 60_000, "tool_call_budget": 4, "byte_budget": 99}
     opened: list[object] = []
     opener = threading.Thread(target=lambda: opened.append(store.open_run(RUN, **parameters)))
