@@ -75,7 +75,7 @@ from ._vectors_lifecycle import TransitionCase, run_op_vector, transition_vector
 from ._vectors_outcomes import vector
 from ._views import limits_view
 
-__all__ = ["WELL_FORMED_CASES", "rule_documents"]
+__all__ = ["WELL_FORMED_CASES", "WELL_FORMED_RUN_CASES", "rule_documents"]
 
 _AT: Final = NOW + 10  # when the limit vectors' events happen
 _EXPIRY: Final = NOW + TTL  # when the fixture records lapse
@@ -1903,3 +1903,61 @@ def rule_documents() -> dict[str, dict[str, Any]]:
         "keys.json": _keys_document(),
         "invalid_input.json": _invalid_input_document(),
     }
+
+
+_RUN_TOP: Final = 2**53 - 1
+
+#: (label, description, run) of each ``well_formed_run`` vector: the runs a store may read
+#: back, and the damaged ones it answers STORE_UNAVAILABLE (CorruptRun) instead (CIS-STORE-6).
+WELL_FORMED_RUN_CASES: Final[tuple[tuple[str, str, Callable[[], RunState]], ...]] = (
+    ("opened", "A run as open_run makes it, usage 0: well formed.", run_state),
+    (
+        "in-use",
+        "A run with calls and bytes used: well formed.",
+        lambda: run_state(tool_calls_used=3, bytes_used=1000),
+    ),
+    (
+        "over-budget",
+        "Usage above the budgets is not judged here (a budget lowered by hand is still a run).",
+        lambda: run_state(tool_calls_used=9, tool_call_budget=0, byte_budget=0),
+    ),
+    ("cancelled", "A cancelled run: well formed.", lambda: run_state(RunStatus.CANCELLED)),
+    (
+        "smallest",
+        "Every time 0 and a TTL of 1 (expiry at deadline + TTL = 1): well formed.",
+        lambda: run_state(opened_at_ms=0, deadline_ms=0, ttl_ms=1, expires_at_ms=1),
+    ),
+    (
+        "largest",
+        "An expiry of 2**53 - 1, the largest exact integer: well formed.",
+        lambda: run_state(deadline_ms=_RUN_TOP - 1, ttl_ms=1, expires_at_ms=_RUN_TOP),
+    ),
+    ("unsafe-id", "A run id that is not a safe id: not well formed.", lambda: run_state(run_id="run 1")),
+    ("negative-time", "An opening time below 0: not well formed.", lambda: run_state(opened_at_ms=-1)),
+    (
+        "negative-usage",
+        "A call count below 0 (it would admit calls past the budget): not well formed.",
+        lambda: run_state(tool_calls_used=-1),
+    ),
+    ("negative-budget", "A byte budget below 0: not well formed.", lambda: run_state(byte_budget=-1)),
+    (
+        "too-large",
+        "Bytes used of 2**53, past the exact integers: not well formed.",
+        lambda: run_state(bytes_used=_RUN_TOP + 1),
+    ),
+    (
+        "no-ttl",
+        "A TTL of 0 (expiry at the deadline): not well formed.",
+        lambda: run_state(ttl_ms=0, expires_at_ms=NOW + 600_000),
+    ),
+    (
+        "late-expiry",
+        "An expiry 1 ms after deadline + TTL: not well formed.",
+        lambda: evolve(run_state(), expires_at_ms=run_state().expires_at_ms + 1),
+    ),
+    (
+        "early-expiry",
+        "An expiry 1 ms before deadline + TTL: not well formed.",
+        lambda: evolve(run_state(), expires_at_ms=run_state().expires_at_ms - 1),
+    ),
+)
