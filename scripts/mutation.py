@@ -468,6 +468,14 @@ EQUIVALENT.update(
             )
             for n in (16, 17)
         },
+        **{
+            f"invocation_store.adapters._redis_complete.x_plan_complete__mutmut_{n}": (
+                "the fast path that skips check_int moved at its edges (never taken, or not at "
+                "-2**53 itself): check_int, run instead, accepts the same times; for updated_at_ms, "
+                "a kernel record's times are in [0, 2**53 - 1] anyway"
+            )
+            for n in (19, 20, 23)
+        },
         "invocation_store.adapters._redis_reads.x_decide_snapshot__mutmut_14": (
             "the check replies sliced off without raw responses too: they are read only with raw responses"
         ),

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from invocation_store import codec
 from invocation_store.adapters._redis_complete import finish_complete
 from invocation_store.adapters._redis_core import STAGE_ABOVE_BYTES, CompletePlan, plan_complete
-from invocation_store.adapters._redis_decode import CorruptReplyError
+from invocation_store.adapters._redis_decode import MAX_EXACT_INT, CorruptReplyError
 from invocation_store.kernel import (
     Admission,
     AdmissionRequest,
@@ -106,3 +107,61 @@ def test_a_completion_refused_as_an_invalid_transition_is_answered_when_the_kern
     """CIS-STORE-8: INVALID_TRANSITION with no stored record (the record lapsed): the kernel,
     fed the same nothing, refuses too, so the code is the answer."""
     assert finish_complete(_plan("{}"), "ERR INVALID_TRANSITION") is ErrorCode.INVALID_TRANSITION
+
+
+def _replay_items(record: CanonicalRecord) -> list[object]:
+    """A REPLAY reply's array for ``record``: the tag, the raw flag and value, then the HASH pairs."""
+    fields = {name: value for name, value in codec.unstructure(record).items() if value is not None}
+    raw = fields.pop("raw_response", None)
+    pairs = [part for name, value in fields.items() for part in (name.encode(), str(value).encode())]
+    return [b"REPLAY", b"1" if raw is not None else b"0", None if raw is None else raw.encode(), *pairs]
+
+
+def test_a_completion_reply_of_another_shape_is_an_unexpected_reply() -> None:
+    """CIS-STORE-8: COMPLETE_SCRIPT answers WRITE, "ERR <code>", a bare RESEND, or REPLAY with the
+    stored record; RESEND with more, REPLAY with more text or with no record, and any other tag
+    are UnexpectedReply, never taken for an answer."""
+    plan = _plan("{}")
+    assert finish_complete(plan, _replay_items(plan.before)) == plan.before  # the stored record
+    assert finish_complete(plan, b"RESEND") is None
+    items = _replay_items(plan.before)
+    for reply in (
+        b"RESEND 5",
+        [b"RESEND", b"x"],
+        [b"REPLAY extra", *items[1:]],
+        [b"STORED", *items[1:]],
+        [b"REPLAY"],
+        [b"REPLAY", b"0", None],  # a replay that holds no record
+    ):
+        with pytest.raises(CorruptReplyError) as caught:
+            finish_complete(plan, reply)
+        assert caught.value.cause == "UnexpectedReply", reply
+
+
+def test_a_completion_plan_decides_on_the_given_clock_unless_told_the_server_decides() -> None:
+    """CIS-STORE-10: by default the script decides at the store's now_ms (sent in the header); with
+    server_clock it reads the server's (the header's first word is empty)."""
+    before = _begun()
+    after = transition(before, RawReceived(raw_response="{}", now_ms=T0 + 5), Limits())
+    assert isinstance(after, CanonicalRecord)
+    given = plan_complete("cis", before, after, T0 + 5, lambda: "n0nce")
+    server = plan_complete("cis", before, after, T0 + 5, lambda: "n0nce", server_clock=True)
+    assert isinstance(given, CompletePlan)
+    assert isinstance(server, CompletePlan)
+    header = 5  # ARGV[1], after numkeys and the four keys
+    assert bytes(given.call.command[header]).split(b" ")[0] == str(T0 + 5).encode()
+    assert bytes(server.call.command[header]).split(b" ")[0] == b""
+
+
+@pytest.mark.parametrize("now_ms", [MAX_EXACT_INT, MAX_EXACT_INT + 1, -MAX_EXACT_INT - 1, 2**63])
+def test_a_time_a_script_cannot_hold_exactly_is_refused_before_sending(now_ms: int) -> None:
+    """CIS-STORE-5: Lua holds integers exactly below 2**53 only; a completion planned at a time
+    outside [-2**53, 2**53) is refused (ValueError) before anything is sent; the bounds
+    themselves are sent."""
+    before = _begun()
+    after = transition(before, RawReceived(raw_response="{}", now_ms=T0 + 5), Limits())
+    assert isinstance(after, CanonicalRecord)
+    with pytest.raises(ValueError, match="2\\*\\*53"):
+        plan_complete("cis", before, after, now_ms, lambda: "n0nce")
+    for inside in (MAX_EXACT_INT - 1, -MAX_EXACT_INT):
+        assert isinstance(plan_complete("cis", before, after, inside, lambda: "n0nce"), CompletePlan)

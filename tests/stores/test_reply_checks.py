@@ -238,3 +238,11 @@ def test_a_retry_policy_takes_non_negative_int_milliseconds(field: str, value: o
     with pytest.raises(ValueError, match=r"^retry times are non-negative int milliseconds$"):
         RetryPolicy(**{field: value})  # type: ignore[arg-type]
     assert getattr(RetryPolicy(**{field: 0}), field) == 0
+
+
+def test_the_first_pause_is_the_first_delay_and_at_least_one_millisecond() -> None:
+    """CIS-DUR-4: retries pause first_delay_ms (1 ms at least: 0 and 1 both pause 1 ms), doubling
+    up to max_delay_ms."""
+    for first, expected in ((0, [1, 2, 4, 8]), (1, [1, 2, 4, 8]), (5, [5, 10, 20, 20])):
+        pauses = RetryPolicy(first_delay_ms=first, max_delay_ms=20).pauses_ms()
+        assert [next(pauses) for _ in range(4)] == expected
