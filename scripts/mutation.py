@@ -476,6 +476,22 @@ EQUIVALENT.update(
             )
             for n in (19, 20, 23)
         },
+        **{
+            f"invocation_store.adapters._redis_complete.x_plan_complete__mutmut_{n}": (
+                "a mask letter other than 'S' where 'D' is sent (d, XXDXX): COMPLETE_SCRIPT sets a "
+                "field only on 'S' and deletes it otherwise, and the five-letter XXDXX is sent only "
+                "where the letters after it are not 'S' either (a record without a result has no "
+                "scope: CIS-EVID-1)"
+            )
+            for n in (41, 48, 56, 57, 63, 64)
+        },
+        **{
+            f"invocation_store.adapters._redis_complete.x_plan_complete__mutmut_{n}": (
+                "updated_at_ms checked at 2**53 itself, or not at all: a kernel record's times are in "
+                "[0, 2**53 - 1] (is_well_formed), so no completion carries one past it"
+            )
+            for n in (24, 28)
+        },
         "invocation_store.adapters._redis_reads.x_decide_snapshot__mutmut_14": (
             "the check replies sliced off without raw responses too: they are read only with raw responses"
         ),
