@@ -492,6 +492,24 @@ EQUIVALENT.update(
             )
             for n in (24, 28)
         },
+        **{
+            f"invocation_store.adapters._redis_complete.x_plan_complete__mutmut_{n}": (
+                "the raw-response argument sent as XXXX where it is sent empty: COMPLETE_SCRIPT reads "
+                "it only when the mask's third letter is S (sent inline), and these calls say D, T or K"
+            )
+            for n in (97, 112, 138)
+        },
+        "invocation_store.adapters._redis_complete.x_plan_complete__mutmut_122": (
+            "a raw response equal to the stored one but not the same object is resent whole "
+            "instead of kept: the script stores the same text; only the bytes sent differ"
+        ),
+        **{
+            f"invocation_store.adapters._redis_create.x_finish_create__mutmut_{n}": (
+                "admit without the plan's measured request_bytes: the kernel measures the same "
+                "request itself (the same UTF-8 byte count); only the cost differs"
+            )
+            for n in (21, 27)
+        },
         "invocation_store.adapters._redis_reads.x_decide_snapshot__mutmut_14": (
             "the check replies sliced off without raw responses too: they are read only with raw responses"
         ),

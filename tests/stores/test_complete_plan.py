@@ -17,7 +17,10 @@ from invocation_store.kernel import (
     AdmissionRequest,
     CanonicalRecord,
     ErrorCode,
+    EvidenceStatus,
     Limits,
+    Projection,
+    ProjectionReceived,
     RawReceived,
     RunState,
     admit,
@@ -165,3 +168,26 @@ def test_a_time_a_script_cannot_hold_exactly_is_refused_before_sending(now_ms: i
         plan_complete("cis", before, after, now_ms, lambda: "n0nce")
     for inside in (MAX_EXACT_INT - 1, -MAX_EXACT_INT):
         assert isinstance(plan_complete("cis", before, after, inside, lambda: "n0nce"), CompletePlan)
+
+
+def test_a_refusal_of_a_completion_that_keeps_its_raw_response_is_re_decided_at_its_time() -> None:
+    """CIS-STORE-8: a completion whose raw response the record already holds (sent as "kept", not
+    resent) keeps the plan's time for re-deciding a refusal: a stored record that lapsed by then
+    is INVALID_TRANSITION as the script said, not a disagreement."""
+    before = transition(_begun(), RawReceived(raw_response="{}", now_ms=T0 + 5), Limits())
+    assert isinstance(before, CanonicalRecord)
+    after = transition(
+        before,
+        ProjectionReceived(
+            projection=Projection(evidence_status=EvidenceStatus.EVIDENCE_FOUND, content="c", scope="s"),
+            now_ms=T0 + 6,
+        ),
+        Limits(),
+    )
+    assert isinstance(after, CanonicalRecord)
+    late = before.expires_at_ms + 10  # the record lapsed before this completion was decided
+    plan = plan_complete("cis", before, after, late, lambda: "n0nce")
+    assert isinstance(plan, CompletePlan)
+    assert plan.call is not plan.resend  # the raw response is kept, not sent
+    pairs = _replay_items(before)[3:]
+    assert finish_complete(plan, [b"ERR INVALID_TRANSITION", *pairs]) is ErrorCode.INVALID_TRANSITION

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from invocation_store.adapters import RetryPolicy
@@ -246,3 +248,14 @@ def test_the_first_pause_is_the_first_delay_and_at_least_one_millisecond() -> No
     for first, expected in ((0, [1, 2, 4, 8]), (1, [1, 2, 4, 8]), (5, [5, 10, 20, 20])):
         pauses = RetryPolicy(first_delay_ms=first, max_delay_ms=20).pauses_ms()
         assert [next(pauses) for _ in range(4)] == expected
+
+
+def test_stores_from_a_url_turn_the_clients_own_retries_off() -> None:
+    """CIS-DUR-13: a store built by from_url makes its client retry nothing itself (redis-py's
+    Retry with 0 retries), so that the store's budget is the only retry loop, on both flavours;
+    nothing is connected to build them."""
+    from invocation_store.adapters import AsyncRedisStore, RedisStore  # noqa: PLC0415 - this test only
+
+    for kind in (RedisStore, AsyncRedisStore):
+        store: Any = kind.from_url("redis://127.0.0.1:1/0")
+        assert store._client.get_retry().get_retries() == 0, kind.__name__
