@@ -226,7 +226,8 @@ EQUIVALENT.update(
     }
 )
 
-#: Adapter mutants judged equivalent, with the reason (names of the whole adapter run at a1b5702).
+#: Adapter mutants judged equivalent, with the reason (names of the whole adapter runs at a1b5702
+#: and 75f7e85; those of functions changed since are the second pass's, at 003ce3d).
 _ASYNC_REDIS = f"invocation_store.adapters._async.redis.x{_SEP}AsyncRedisStore{_SEP}"
 _SYNC_REDIS = f"invocation_store.adapters._sync.redis.x{_SEP}RedisStore{_SEP}"
 _FLAVOUR = f"invocation_store.adapters._redis_flavour.x{_SEP}AsyncRedisFlavour{_SEP}"
@@ -257,7 +258,7 @@ EQUIVALENT.update(
             (
                 f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_sweep_if_due__mutmut_2",
                 f"invocation_store.adapters._sync.postgres.x{_SEP}PostgresStore{_SEP}_sweep_if_due__mutmut_2",
-                f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_do__mutmut_34",
+                f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_do__mutmut_35",
             ),
             "a sweep due at exactly the interval's end: two time.monotonic() readings' difference "
             "never equals the interval in practice, and the next write sweeps anyway",
@@ -323,8 +324,6 @@ EQUIVALENT.update(
         ),
         **dict.fromkeys(
             (
-                f"{_ASYNC_REDIS}_durable_open__mutmut_57",
-                f"{_ASYNC_REDIS}_durable_open__mutmut_60",
                 f"{_ASYNC_REDIS}_end_run__mutmut_22",
                 f"{_ASYNC_REDIS}_end_run__mutmut_25",
                 f"{_SYNC_REDIS}_end_run__mutmut_22",
@@ -334,27 +333,9 @@ EQUIVALENT.update(
             "on the client it was registered on, which is the store's own client",
         ),
         **dict.fromkeys(
-            (f"{_ASYNC_REDIS}_durable_open__mutmut_56", f"{_ASYNC_REDIS}_durable_open__mutmut_59"),
-            "the undo script called with client=None (or none): redis-py's Script then runs on the "
-            "client it was registered on, the store's own (names at 75f7e85; since 8822756 the "
-            "client is not passed)",
-        ),
-        **{
-            f"{_ASYNC_REDIS}_send_waited__mutmut_{n}": (
-                "the text of a raise after the resend-once loop, which no path reached: a second "
-                "NOSCRIPT was raised inside the loop (names at 75f7e85; since 8822756 there is no "
-                "loop and no such line)"
-            )
-            for n in (33, 34, 35)
-        },
-        f"{_ASYNC_REDIS}_send_waited__mutmut_9": (
-            "range(3) for range(2) in the resend-once loop: only the first attempt (attempt == 0) "
-            "could resend, so a third never ran (names at 75f7e85; the loop is gone since 8822756)"
-        ),
-        **dict.fromkeys(
             (
-                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_do__mutmut_24",
-                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_transaction__mutmut_8",
+                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_do__mutmut_33",
+                f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_transaction__mutmut_11",
             ),
             "ms turned into seconds by 1001 for 1000: a pause or a pool wait 0.1% shorter, which no "
             "answer depends on and no timing can tell from scheduling jitter",
@@ -390,7 +371,7 @@ EQUIVALENT.update(
             (
                 *(f"invocation_store.adapters._sql.x__column_type__mutmut_{n}" for n in (15, 27)),
                 *(f"invocation_store.adapters._sql.x__ddl__mutmut_{n}" for n in (16, 17, 19, 20)),
-                f"invocation_store.adapters._sql.x{_SEP}Statements{_SEP}__init____mutmut_37",
+                f"invocation_store.adapters._sql.x{_SEP}Statements{_SEP}__init____mutmut_35",
             ),
             "only the case of SQL text with no quoted part (a type, a constraint, a clause, unquoted "
             "column names): SQLite and PostgreSQL read keywords and unquoted identifiers without regard "
@@ -422,13 +403,6 @@ EQUIVALENT.update(
                 "twice"
             )
             for n in (16, 23, 24, 25, 26)
-        },
-        **{
-            f"invocation_store.adapters._sql.x{_SEP}Statements{_SEP}__init____mutmut_{n}": (
-                "the default table prefix of Statements, which every store passes (names at 75f7e85; "
-                "the default is gone since)"
-            )
-            for n in (1, 2)
         },
         f"{_ASYNC_REDIS}_evalsha__mutmut_1": (
             "a registered script called with client=None on the cluster path: redis-py's Script then "
@@ -520,11 +494,31 @@ EQUIVALENT.update(
             "'slave' or digits for 'slave' and digits: of the fields INFO replication writes, only the "
             "slave<N> lines hold a state= part, so no other field is ever counted"
         ),
+        f"{_ASYNC_REDIS}complete__mutmut_18": (
+            "plan_complete without server_clock: the script decides on the store's lower bound of "
+            "the server's clock instead of TIME; a record lapsed on the server is gone (its key "
+            "expires at expires_at_ms) and one live at TIME is live at a lower bound of it"
+        ),
+        f"invocation_store.adapters._async.postgres.x{_SEP}AsyncPostgresStore{_SEP}_transaction__mutmut_10": (
+            "the budget times 1000 where no step deadline bounds the wait: inside _do's operation "
+            "deadline there is always one, unless the budget is 0, where 0 * 1000 is 0 / 1000"
+        ),
+        **dict.fromkeys(
+            (
+                f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_bound_lock_wait__mutmut_20",
+                *(
+                    f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_connection__mutmut_{n}"
+                    for n in (25, 27, 28)
+                ),
+            ),
+            "the busy timeout a connection is believed to hold forgotten or misremembered: the next "
+            "operation sets it again (one PRAGMA more), to the same value",
+        ),
         f"{_ASYNC_REDIS}_old_server__mutmut_7": (
             "INFO with no section for INFO server: the default sections include server, the only "
             "field read (redis_version); only the reply is longer"
         ),
-        f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_do__mutmut_10": (
+        f"invocation_store.adapters.sqlite.x{_SEP}SqliteStore{_SEP}_do__mutmut_11": (
             "the schema transaction begun deferred: its first statement (CREATE TABLE IF NOT "
             "EXISTS) takes the write lock on a fresh file, and on a current one nothing is written; "
             "a read-then-write upgrade happens only in a migration, and MIGRATIONS is empty"

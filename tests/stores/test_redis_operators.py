@@ -804,3 +804,27 @@ def test_a_completion_told_to_resend_twice_is_an_unexpected_reply(
         assert len(sends) == 2  # the completion, then its resend (the raw response in full)
     finally:
         driver.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_fresh_store_whose_first_call_is_a_completion_judges_the_server_first(
+    clock: FakeClock, flavour: str
+) -> None:
+    """CIS-DUR-3, CIS-STORE-5: a store whose first operation is a completion (a worker process that
+    only completes what another admitted) checks the server before it: on a server set to evict
+    since, it is refused (UnsafeServerError) and writes nothing, even though the scripts another
+    store loaded are there to run."""
+    with redis_server() as url:
+        writer = RedisStore.from_url(url, prefix="first", clock=clock)
+        open_default_run(writer, clock())
+        record = admitted(writer, request("call_1"))
+        with redis.Redis.from_url(url) as admin:
+            admin.config_set("maxmemory-policy", "allkeys-lru")
+        _store, driver = _flavoured(flavour, url, "first", clock)
+        try:
+            with pytest.raises(UnsafeServerError):
+                driver.complete(record, ready(record, clock()))
+            assert writer.get(RUN, "call_1") == record
+        finally:
+            driver.close()
+            writer.close()

@@ -179,8 +179,12 @@ def test_a_renamed_waitaof_on_a_server_that_has_it_is_a_missing_command() -> Non
     mode = Durability(aof=True)
     replies = _replies("redis-7.2", durability=mode, aof=True)
     replies[-1] = [None if name == "WAITAOF" else [name, -1] for name in check_commands(mode)[-1][2:]]
-    with pytest.raises(UnsafeServerError, match=r"lacks command\(s\) WAITAOF \(renamed or disabled\)"):
+    with pytest.raises(UnsafeServerError) as caught:
         judge_server(replies, durability=mode, allow_eviction=False)
+    assert caught.value.operator_text().endswith(
+        "lacks command(s) WAITAOF (renamed or disabled): the store's scripts and durability mode "
+        "need them; restore them (rename-command in the server's configuration)"
+    )
 
 
 @pytest.mark.parametrize("command", SCRIPT_WRITE_COMMANDS)

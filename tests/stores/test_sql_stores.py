@@ -887,6 +887,8 @@ def test_a_row_under_an_unsafe_id_is_never_read(make_sql_store: Callable[..., An
     )
     assert store.get(RUN, "bad id") is None
     assert store.get_many(RUN, ["bad id", "call_2"]) == {"bad id": None, "call_2": kept}
+    refused = store.create(request("bad id"), LIMITS)  # the kernel's refusal, not the row's corruption
+    assert isinstance(refused, ErrorCode)
 
 
 def test_no_sweep_runs_by_itself_with_an_interval_of_zero(
