@@ -118,13 +118,27 @@ class SqliteStore:
             conn = sqlite3.connect(
                 self.path, timeout=self._timeout_s, isolation_level=None, check_same_thread=False
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._use_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             self._local.conn = conn
             self._local.busy_ms = round(self._timeout_s * 1000)  # what timeout= set
             with self._lock:
                 self._connections.append(conn)
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """``PRAGMA journal_mode=WAL``, tried again for up to ``timeout_s``: on a fresh file that
+        several connections open at once, the switch can meet another's lock, and SQLite answers
+        "database is locked" at once there rather than wait (a wait could deadlock)."""
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
 
     def _bound_lock_wait(self, conn: sqlite3.Connection) -> None:
         """Wait for another's write lock no longer than ``timeout_s``, nor past the step deadline
