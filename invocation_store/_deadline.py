@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 __all__ = [
+    "MIN_STEP_WAIT_S",
     "attempt_allowed",
     "cleanup_attempt",
     "current_deadline",
@@ -39,6 +40,7 @@ __all__ = [
     "operation_deadline",
     "retry_allowed",
     "step_time_left",
+    "step_wait_s",
     "use_clock",
 ]
 
@@ -170,6 +172,18 @@ def step_time_left() -> float | None:
     """
     deadline = _STEP_DEADLINE.get()
     return None if deadline is None else deadline - monotonic()
+
+
+#: The shortest wait a step is given for a connection or a lock (seconds): one round trip's worth.
+MIN_STEP_WAIT_S: Final = 0.1
+
+
+def step_wait_s(limit_s: float) -> float:
+    """How long a wait inside one step may last, in seconds: ``limit_s`` (the store's own
+    setting), or less when the step deadline leaves less, but never below
+    :data:`MIN_STEP_WAIT_S` then (CIS-DUR-13)."""
+    left = step_time_left()
+    return limit_s if left is None else min(limit_s, max(MIN_STEP_WAIT_S, left))
 
 
 def retry_allowed(pause_s: float) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from invocation_store._deadline import (
     attempt_allowed,
     cleanup_attempt,
@@ -9,6 +11,7 @@ from invocation_store._deadline import (
     operation_deadline,
     retry_allowed,
     step_time_left,
+    step_wait_s,
     use_clock,
 )
 
@@ -93,6 +96,23 @@ def test_a_wait_inside_a_step_is_bounded_by_the_step_deadline() -> None:
             clock.now += 1.0
             assert step_time_left() == -0.25
         assert step_time_left() is None
+
+
+def test_a_step_wait_is_the_stores_limit_or_what_the_step_deadline_leaves() -> None:
+    """CIS-DUR-13: a store's own wait limit outside any bounding scope; inside one, the time left,
+    no more than the limit and 0.1 s at least (also once the deadline passed)."""
+    clock = _Clock()
+    with use_clock(clock):
+        assert step_wait_s(5.0) == 5.0
+        with operation_deadline(300):
+            assert step_wait_s(5.0) == pytest.approx(0.3)
+            assert step_wait_s(0.2) == 0.2
+            clock.now += 0.25
+            assert step_wait_s(5.0) == 0.1
+            clock.now += 1.0
+            assert step_wait_s(5.0) == 0.1
+        with operation_deadline(0):
+            assert step_wait_s(2.0) == 2.0
 
 
 def test_a_cleanup_gets_one_send_past_the_deadline_and_no_retry() -> None:

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from .._deadline import step_time_left
+from .._deadline import step_wait_s
 from .._decided import report_decided_at
 from ..kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from ._face import AsyncFace, on_thread
@@ -142,9 +142,8 @@ class SqliteStore:
 
     def _bound_lock_wait(self, conn: sqlite3.Connection) -> None:
         """Wait for another's write lock no longer than ``timeout_s``, nor past the step deadline
-        of an enclosing scope (a completion retry's, a caller's: CIS-DUR-13), 0.1 s at least."""
-        left = step_time_left()
-        wait_ms = round(1000 * (self._timeout_s if left is None else min(self._timeout_s, max(0.1, left))))
+        of an enclosing scope (a completion retry's, a caller's: CIS-DUR-13; ``step_wait_s``)."""
+        wait_ms = round(1000 * step_wait_s(self._timeout_s))
         if self._local.busy_ms != wait_ms:  # set only when it changes (a statement, no I/O)
             conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
             self._local.busy_ms = wait_ms

@@ -19,7 +19,7 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 
-from ..._deadline import attempt_allowed, operation_deadline, retry_allowed, step_time_left
+from ..._deadline import MIN_STEP_WAIT_S, attempt_allowed, operation_deadline, retry_allowed, step_wait_s
 from ..._decided import report_decided_at
 from ...kernel import Admission, AdmissionRequest, CanonicalRecord, ErrorCode, Limits, ProgressView, RunState
 from .._postgres_common import CLOCK_SQL, TRANSIENT, DatabaseClock, async_pause
@@ -180,8 +180,7 @@ class AsyncPostgresStore:
     async def _transaction(self, make_steps: Callable[[], Steps], *, write: bool) -> Any:
         # Wait for a pooled connection (a down server) no longer than the step deadline leaves:
         # the retry budget, or less in an enclosing scope or on a later attempt.
-        left = step_time_left()
-        wait_s = max(0.1, self._retry.budget_ms / 1000 if left is None else left)
+        wait_s = max(MIN_STEP_WAIT_S, step_wait_s(self._retry.budget_ms / 1000))
         async with self._pool.connection(timeout=wait_s) as conn:
             if conn.isolation_level is not ISOLATION:
                 # Whatever the server's default_transaction_isolation: every transaction
